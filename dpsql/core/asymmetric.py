@@ -1,0 +1,1 @@
+"""(placeholder: methods of this family are registered here)"""

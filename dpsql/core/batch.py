@@ -1,0 +1,87 @@
+"""Batches of groups: flat float64 values plus offsets, and the data rules.
+
+Data rules (documented in the README, applied here once for every estimator):
+
+* NULL and NaN values are dropped (they are not counted).
+* Every other value is clamped to ``[-DOMAIN, DOMAIN]`` with ``DOMAIN = 2**1000`` (about 1.07e301); so
+  ``+inf`` and ``-inf`` become ``+DOMAIN`` and ``-DOMAIN``.  The clamp keeps differences and midpoints of
+  any two values finite.
+* Integers (and DECIMALs) are converted to the nearest float64; BIGINT/HUGEINT beyond 2**53 are rounded.
+  Each rule is a fixed per-row map, so it never changes a mechanism's privacy guarantee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DOMAIN = 2.0**1000
+
+__all__ = ["Batch", "DOMAIN", "clean"]
+
+
+@dataclass
+class Batch:
+    """``G`` groups: group ``g`` holds ``values[offsets[g]:offsets[g+1]]`` (finite, within DOMAIN)."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+    _sorted: Batch | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def groups(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def group_ids(self) -> np.ndarray:
+        """The group index of every value."""
+        return np.repeat(np.arange(self.groups, dtype=np.int64), self.sizes)
+
+    @classmethod
+    def from_lists(cls, lists: list[list[float] | np.ndarray | None]) -> Batch:
+        """Build (and clean) a batch from Python lists; ``None`` is an empty group."""
+        sizes = [0 if v is None else len(v) for v in lists]
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        parts = [np.asarray(v, dtype=np.float64) for v in lists if v is not None and len(v)]
+        values = np.concatenate(parts) if parts else np.zeros(0)
+        return clean(values, offsets)
+
+    def sorted(self) -> Batch:
+        """The same groups with values sorted ascending inside each group (cached)."""
+        if self._sorted is None:
+            if self.values.size == 0:
+                self._sorted = self
+            else:
+                order = np.lexsort((self.values, self.group_ids))
+                s = Batch(self.values[order], self.offsets)
+                s._sorted = s
+                self._sorted = s
+        return self._sorted
+
+    def is_sorted(self) -> bool:
+        return self._sorted is self
+
+
+def clean(values: np.ndarray, offsets: np.ndarray, valid: np.ndarray | None = None) -> Batch:
+    """Apply the data rules: drop NULL (``valid == False``) and NaN, clamp to ``[-DOMAIN, DOMAIN]``.
+
+    ``offsets[0]`` must be 0 and ``offsets[-1] == values.size`` (slice Arrow buffers first).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    keep = ~np.isnan(values)
+    if valid is not None:
+        keep &= valid
+    if not keep.all():
+        csum = np.zeros(values.size + 1, dtype=np.int64)
+        np.cumsum(keep, out=csum[1:])
+        offsets = csum[offsets]
+        values = values[keep]
+    values = np.clip(values, -DOMAIN, DOMAIN)
+    return Batch(values, offsets)

@@ -1,0 +1,178 @@
+"""The method registry: every DP aggregate method, with its privacy declaration, in one place.
+
+A :class:`Method` is a frozen record: the aggregate it computes, its name (``method := '<name>'`` in
+SQL), its privacy notion, a function that runs it on a :class:`~dpsql.core.batch.Batch`, and whether it
+needs public bounds.  Its cost is computed from the parameters alone by :func:`privacy_cost`; the
+binding, the guard and the docs all call that function, so a method is added in one place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..noise import Rng
+from .accounting import Notion, Privacy, epsilon_to_rho, pure, zcdp
+from .batch import Batch
+
+__all__ = [
+    "AGGREGATES",
+    "Method",
+    "Params",
+    "ParameterError",
+    "register",
+    "get_method",
+    "methods",
+    "default_method",
+    "privacy_cost",
+    "validate",
+    "MAX_EPSILON",
+]
+
+#: aggregates the core computes; SQL adds dp_stddev (sqrt of var) and dp_median (quantile 0.5)
+AGGREGATES = ("count", "sum", "mean", "var", "quantile", "iqr")
+
+MAX_EPSILON = 1000.0
+MAX_RHO = 1000.0
+
+
+class ParameterError(ValueError):
+    """A bad query parameter (never a bad data value).  The message names the argument."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """Public parameters of one aggregate call (all literals; none may come from data)."""
+
+    epsilon: float | None = None
+    rho: float | None = None
+    delta: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    p: float | None = None  # quantile level
+    beta: float = 1.0 / 3.0  # failure probability used for thresholds (never affects privacy)
+    extra: dict = field(default_factory=dict)
+
+
+RunFn = Callable[[Batch, Privacy, Params, Rng], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Method:
+    aggregate: str
+    name: str
+    notion: Notion
+    run: RunFn
+    summary: str
+    requires_bounds: bool = False
+    source: str = ""  # e.g. "seed 003, Alg. 8"
+
+
+_REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
+_DEFAULTS: dict[str, str] = {}
+
+
+def register(method: Method, default: bool = False) -> Method:
+    if method.aggregate not in _REGISTRY:
+        raise ValueError(f"unknown aggregate {method.aggregate!r}")
+    _REGISTRY[method.aggregate][method.name] = method
+    if default or method.aggregate not in _DEFAULTS:
+        _DEFAULTS[method.aggregate] = method.name
+    return method
+
+
+def _load() -> None:
+    # import the estimator families so they register themselves
+    from . import estimators  # noqa: F401
+
+
+def methods(aggregate: str) -> dict[str, Method]:
+    _load()
+    return dict(_REGISTRY[aggregate])
+
+
+def default_method(aggregate: str) -> str:
+    _load()
+    return _DEFAULTS[aggregate]
+
+
+def get_method(aggregate: str, name: str | None) -> Method:
+    _load()
+    if aggregate not in _REGISTRY:
+        raise ParameterError(f"unknown aggregate {aggregate!r}")
+    if name is None or name == "" or name == "default":
+        name = _DEFAULTS[aggregate]
+    try:
+        return _REGISTRY[aggregate][name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY[aggregate]))
+        raise ParameterError(f"method: unknown method {name!r} for dp_{aggregate} (known: {known})") from None
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and isinstance(x, int | float) and math.isfinite(x)
+
+
+def validate(aggregate: str, method: Method, params: Params) -> None:
+    """Check the parameters alone (no data); raise :class:`ParameterError` naming the argument."""
+    fn = f"dp_{aggregate}"
+    if params.epsilon is not None and not (_finite(params.epsilon) and 0 < params.epsilon <= MAX_EPSILON):
+        raise ParameterError(f"{fn}: epsilon must be a finite number in (0, {MAX_EPSILON:g}]")
+    if params.rho is not None and not (_finite(params.rho) and 0 < params.rho <= MAX_RHO):
+        raise ParameterError(f"{fn}: rho must be a finite number in (0, {MAX_RHO:g}]")
+    if params.delta is not None and not (_finite(params.delta) and 0 < params.delta < 1):
+        raise ParameterError(f"{fn}: delta must be a finite number in (0, 1)")
+    if params.epsilon is None and params.rho is None:
+        raise ParameterError(f"{fn}: epsilon is required")
+    for name in ("lower", "upper"):
+        v = getattr(params, name)
+        if v is not None and not _finite(v):
+            raise ParameterError(f"{fn}: {name} must be a finite number")
+    if params.lower is not None and params.upper is not None and params.lower > params.upper:
+        raise ParameterError(f"{fn}: lower must not exceed upper")
+    if method.requires_bounds and (params.lower is None or params.upper is None):
+        raise ParameterError(f"{fn}: method {method.name!r} needs lower := and upper :=")
+    if aggregate == "quantile":
+        if not (_finite(params.p) and 0.0 <= params.p <= 1.0):
+            raise ParameterError(f"{fn}: p must be a finite number in [0, 1]")
+    if not (_finite(params.beta) and 0 < params.beta < 1):
+        raise ParameterError(f"{fn}: beta must be in (0, 1)")
+    if method.notion == "pure" and params.rho is not None:
+        raise ParameterError(f"{fn}: method {method.name!r} is pure DP; give epsilon, not rho")
+    if method.notion == "zcdp" and params.rho is None and params.delta is None:
+        raise ParameterError(
+            f"{fn}: method {method.name!r} is zCDP; give rho := ..., or epsilon := ... with delta := ..."
+        )
+
+
+def privacy_cost(aggregate: str, method: str | None = None, **kw: float | None) -> Privacy:
+    """What one call of ``dp_<aggregate>(..., method := method, **kw)`` costs, from parameters alone.
+
+    Pure methods cost ``pure(epsilon)``.  zCDP methods cost ``zcdp(rho)``; given ``epsilon`` and
+    ``delta`` instead, rho is the largest value whose (eps, delta) conversion is at most epsilon.
+    """
+    m = get_method(aggregate, method)
+    params = Params(**{k: v for k, v in kw.items() if k in Params.__dataclass_fields__})
+    validate(aggregate, m, params)
+    return budget_of(m, params)
+
+
+def budget_of(m: Method, params: Params) -> Privacy:
+    if m.notion == "pure":
+        return pure(float(params.epsilon))
+    if params.rho is not None:
+        return zcdp(float(params.rho))
+    return zcdp(epsilon_to_rho(float(params.epsilon), float(params.delta)))
+
+
+def run(aggregate: str, batch: Batch, params: Params, method: str | None = None, rng: Rng | None = None) -> np.ndarray:
+    """Validate, then run one method on a batch; returns one float64 per group (NaN means NULL)."""
+    from ..noise import system_rng
+
+    m = get_method(aggregate, method)
+    validate(aggregate, m, params)
+    out = m.run(batch, budget_of(m, params), params, rng or system_rng())
+    return np.asarray(out, dtype=np.float64)
