@@ -2,7 +2,17 @@
 
 from .accounting import Privacy, pure, zcdp
 from .batch import DOMAIN, Batch
-from .registry import AGGREGATES, Method, ParameterError, Params, default_method, get_method, methods, privacy_cost, run
+from .registry import (
+    AGGREGATES,
+    Method,
+    ParameterError,
+    Params,
+    default_method,
+    get_method,
+    methods,
+    privacy_cost,
+    run,
+)
 
 __all__ = [
     "AGGREGATES",
