@@ -1,0 +1,684 @@
+"""An asyncio PostgreSQL wire-protocol (v3) server in front of guarded dpsql sessions.
+
+One client connection = one authenticated principal = one guarded session.  Every statement goes either to the
+session (checked and charged by the guard) or, for pure catalog probes, to a metadata-only catalog
+(:mod:`dpsql.server.catalog`).  Client session commands (SET, BEGIN, SHOW ...) are answered here and never
+forwarded to DuckDB.  A Describe never runs a query through ``session.sql``; an Execute runs it exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import ssl
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import PrivacyError
+from . import types as t
+from .auth import MECHANISM, PasswordStore, ScramExchange
+from .catalog import SETTINGS, Catalog
+from .sqltext import max_placeholder, split_statements, strip_comments, substitute
+
+log = logging.getLogger(__name__)
+
+SSL_REQUEST, GSSENC_REQUEST, CANCEL_REQUEST, PROTOCOL_3 = 80877103, 80877104, 80877102, 196608
+
+SessionFactory = Callable[[str], Any]
+
+
+def sqlstate_for(code: str) -> str:
+    """SQLSTATE reported for a DPSQL error code."""
+    if code in ("DPSQL-E001", "DPSQL-E002"):
+        return "42601"  # syntax_error
+    if code == "DPSQL-E070":
+        return "53400"  # configuration_limit_exceeded: the budget is spent
+    if code == "DPSQL-E071":
+        return "40001"  # serialization_failure: safe to retry
+    if code == "DPSQL-E080":
+        return "58000"
+    if code == "DPSQL-E090":
+        return "58030"
+    return "42501"  # insufficient_privilege: the guard refused the statement
+
+
+class WireError(Exception):
+    """An error to report to the client as an ErrorResponse."""
+
+    def __init__(self, sqlstate: str, message: str, detail: str | None = None, severity: str = "ERROR") -> None:
+        super().__init__(message)
+        self.sqlstate, self.message, self.detail, self.severity = sqlstate, message, detail, severity
+
+
+@dataclass
+class Outcome:
+    """What one statement produced: a command tag, and columns/rows when it returns rows."""
+
+    tag: str
+    columns: list[tuple[str, int]] | None = None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    notice: str | None = None
+    empty: bool = False
+
+
+@dataclass
+class Prepared:
+    sql: str
+    param_oids: list[int]
+    described: list[tuple[str, int]] | None = None
+
+
+@dataclass
+class Portal:
+    stmt: Prepared
+    sql: str
+    formats: list[int]
+    outcome: Outcome | None = None
+    sent: int = 0
+
+
+_TXN_TAGS = [
+    (re.compile(r"^(BEGIN|START\s+TRANSACTION)\b", re.I), "BEGIN", "T"),
+    (re.compile(r"^(COMMIT|END)\b", re.I), "COMMIT", "I"),
+    (re.compile(r"^(ROLLBACK|ABORT)\s+(TO|WORK\s+TO|TRANSACTION\s+TO)\b", re.I), "ROLLBACK", None),
+    (re.compile(r"^(ROLLBACK|ABORT)\b", re.I), "ROLLBACK", "I"),
+    (re.compile(r"^SAVEPOINT\b", re.I), "SAVEPOINT", None),
+    (re.compile(r"^RELEASE\b", re.I), "RELEASE", None),
+    (re.compile(r"^SET\b", re.I), "SET", None),
+    (re.compile(r"^RESET\b", re.I), "RESET", None),
+    (re.compile(r"^DISCARD\b", re.I), "DISCARD ALL", None),
+    (re.compile(r"^DEALLOCATE\b", re.I), "DEALLOCATE", None),
+    (re.compile(r"^(UN)?LISTEN\b", re.I), "LISTEN", None),
+    (re.compile(r"^CLOSE\b", re.I), "CLOSE CURSOR", None),
+]
+_SHOW = re.compile(r"^SHOW\s+(.+?)\s*$", re.I | re.S)
+_BUDGET = re.compile(r"^(SHOW\s+(dpsql\.)?budget|SELECT\s+\*\s+FROM\s+dpsql_budget\s*\(\s*\))\s*$", re.I)
+
+
+def _value_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return list(zip(*cols, strict=True)) if cols else []
+
+
+class Connection:
+    """The state machine of one client connection."""
+
+    def __init__(self, server: PgServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.reader, self.writer = reader, writer
+        self.session: Any = None
+        self.catalog: Catalog | None = None
+        self.user = ""
+        self.txn = "I"
+        self.statements: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self.settings = dict(SETTINGS)
+        self._out: list[bytes] = []
+
+    # ------------------------------------------------------------------ framing
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        self._out.append(kind + struct.pack("!i", len(payload) + 4) + payload)
+
+    async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+        await self.writer.drain()
+
+    async def read_message(self) -> tuple[bytes, bytes]:
+        head = await self.reader.readexactly(5)
+        (length,) = struct.unpack("!i", head[1:])
+        if length < 4 or length > 1 << 30:
+            raise ConnectionError("bad message length")
+        return head[:1], await self.reader.readexactly(length - 4)
+
+    def send_error(self, err: WireError) -> None:
+        fields = [b"S" + err.severity.encode(), b"V" + err.severity.encode(), b"C" + err.sqlstate.encode(),
+                  b"M" + err.message.encode()]
+        if err.detail:
+            fields.append(b"D" + err.detail.encode())
+        self.send(b"E", b"\0".join(fields) + b"\0\0")
+
+    def send_notice(self, message: str) -> None:
+        self.send(b"N", b"SNOTICE\0VNOTICE\0C00000\0M" + message.encode() + b"\0\0")
+
+    def send_parameter(self, name: str, value: str) -> None:
+        self.send(b"S", name.encode() + b"\0" + value.encode() + b"\0")
+
+    # ------------------------------------------------------------------ start-up and authentication
+    async def startup(self) -> bool:
+        tls = False
+        while True:
+            (length,) = struct.unpack("!i", await self.reader.readexactly(4))
+            if length < 8 or length > 10000:
+                return False
+            body = await self.reader.readexactly(length - 4)
+            (code,) = struct.unpack("!i", body[:4])
+            if code == SSL_REQUEST:
+                if self.server.ssl_context is not None and not tls:
+                    self.writer.write(b"S")
+                    await self.writer.drain()
+                    await self.writer.start_tls(self.server.ssl_context)
+                    tls = True
+                else:
+                    self.writer.write(b"N")
+                    await self.writer.drain()
+                continue
+            if code == GSSENC_REQUEST:
+                self.writer.write(b"N")
+                await self.writer.drain()
+                continue
+            if code == CANCEL_REQUEST:
+                return False  # cancellation is not supported: queries are short and already charged
+            if code != PROTOCOL_3:
+                self.send_error(WireError("0A000", "unsupported frontend protocol", severity="FATAL"))
+                await self.flush()
+                return False
+            break
+        items = body[4:].split(b"\0")
+        params = {items[i].decode(): items[i + 1].decode() for i in range(0, len(items) - 1, 2) if items[i]}
+        self.user = params.get("user", "")
+        if self.server.ssl_context is not None and self.server.require_tls and not tls:
+            self.send_error(WireError("28000", "dpsql requires TLS (connect with sslmode=require)", severity="FATAL"))
+            await self.flush()
+            return False
+        if not self.user or not await self.authenticate():
+            return False
+        try:
+            self.session = await asyncio.to_thread(self.server.session_factory, self.user)
+        except PrivacyError as e:
+            self.send_error(WireError("28000", f"{e.code}: {e.message}", severity="FATAL"))
+            await self.flush()
+            return False
+        except Exception:  # noqa: BLE001 - never leak internals to an unauthenticated-ish client
+            log.exception("could not open a session for %r", self.user)
+            self.send_error(WireError("28000", "could not open a dpsql session", severity="FATAL"))
+            await self.flush()
+            return False
+        self.send(b"R", struct.pack("!i", 0))
+        for name in ("server_version", "server_encoding", "client_encoding", "DateStyle", "TimeZone",
+                     "integer_datetimes", "standard_conforming_strings", "IntervalStyle", "is_superuser"):
+            self.send_parameter(name, self.settings[name.lower()])
+        self.send_parameter("application_name", params.get("application_name", ""))
+        self.send_parameter("session_authorization", self.user)
+        self.send(b"K", struct.pack("!ii", os.getpid() & 0x7FFFFFFF, secrets.randbits(31)))
+        self.send(b"Z", self.txn.encode())
+        await self.flush()
+        return True
+
+    async def authenticate(self) -> bool:
+        if self.server.auth == "trust":
+            return True
+        store = self.server.passwords
+        verifier = store.verifier(self.user) if store is not None else None
+        scram = ScramExchange(verifier)
+        self.send(b"R", struct.pack("!i", 10) + MECHANISM.encode() + b"\0\0")
+        await self.flush()
+        fail = WireError("28P01", f'password authentication failed for user "{self.user}"', severity="FATAL")
+        try:
+            kind, body = await self.read_message()
+            if kind != b"p":
+                return False
+            mech, _, rest = body.partition(b"\0")
+            if mech.decode() != MECHANISM:
+                raise ValueError("mechanism")
+            (n,) = struct.unpack("!i", rest[:4])
+            server_first = scram.first(rest[4:4 + n])
+            self.send(b"R", struct.pack("!i", 11) + server_first)
+            await self.flush()
+            kind, body = await self.read_message()
+            if kind != b"p":
+                return False
+            server_final = scram.final(body)
+        except (ValueError, struct.error, UnicodeDecodeError):
+            server_final = None
+        if server_final is None:
+            self.send_error(fail)
+            await self.flush()
+            return False
+        self.send(b"R", struct.pack("!i", 12) + server_final)
+        return True
+
+    # ------------------------------------------------------------------ statement handling
+    def _catalog(self) -> Catalog:
+        if self.catalog is None:
+            self.catalog = Catalog(self.session.tables(), database=self.server.database_name, user=self.user)
+        return self.catalog
+
+    def _local(self, sql: str) -> Outcome | None:
+        """Statements answered without the session: transaction and session chatter, SHOW, the budget."""
+        bare = strip_comments(sql).strip().rstrip(";").strip()
+        if not bare:
+            return Outcome("", empty=True)
+        for pattern, tag, txn in _TXN_TAGS:
+            if pattern.match(bare):
+                if txn is not None:
+                    self.txn = txn
+                if tag == "SET":
+                    m = re.match(r"^SET\s+(?:SESSION\s+|LOCAL\s+)?([\w.]+)\s*(?:=|TO)\s*'?([^';]*)'?", bare, re.I)
+                    if m and m.group(1).lower() in ("application_name", "datestyle", "extra_float_digits"):
+                        self.settings[m.group(1).lower()] = m.group(2)
+                return Outcome(tag)
+        if _BUDGET.match(bare):
+            b = self.session.budget()
+            cols = [("limit", t.NUMERIC), ("spent", t.NUMERIC), ("remaining", t.NUMERIC), ("accounting", t.TEXT)]
+            return Outcome("SHOW", cols, [(b.limit, b.spent, b.remaining, str(b.accounting))])
+        m = _SHOW.match(bare)
+        if m:
+            name = m.group(1).strip().strip('"').lower()
+            if name == "all":
+                return Outcome("SHOW", [("name", t.TEXT), ("setting", t.TEXT), ("description", t.TEXT)],
+                               [(k, v, "") for k, v in sorted(self.settings.items())])
+            name = re.sub(r"\s+", " ", name)
+            if name not in self.settings:
+                raise WireError("42704", f'unrecognized configuration parameter "{name}"')
+            return Outcome("SHOW", [(name.replace(" ", "_"), t.TEXT)], [(self.settings[name],)])
+        return None
+
+    def run(self, sql: str) -> Outcome:
+        """Execute one statement (blocking; called in a worker thread)."""
+        local = self._local(sql)
+        if local is not None:
+            return local
+        catalog = self._catalog()
+        if catalog.handles(sql):
+            table = catalog.execute(sql)
+            cols = [(f.name, t.oid_for_arrow(f.type)) for f in table.schema]
+            return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table))
+        try:
+            result = self.session.sql(sql)
+        except PrivacyError as e:
+            raise WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}") from None
+        except Exception:  # noqa: BLE001 - engine messages may carry data; they go to the log only
+            log.exception("statement failed for %r", self.user)
+            raise WireError("XX000", "dpsql: the statement failed (details are in the server log)") from None
+        table = result.table
+        cols = [(f.name, t.oid_for_arrow(f.type)) for f in table.schema]
+        notice = None
+        charged = getattr(result, "charged", None)
+        if charged is not None:
+            unit = getattr(result, "accounting", None) or "epsilon"
+            unit = "rho" if str(unit).lower() in ("zcdp", "rho") else "epsilon"
+            notice = f"dpsql: charged {unit} {_num(charged)}, remaining {_num(getattr(result, 'remaining', ''))}"
+        return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table), notice)
+
+    def describe(self, sql: str) -> list[tuple[str, int]] | None:
+        """Result columns of one statement without charging (blocking)."""
+        local = self._local(sql)
+        if local is not None:
+            return local.columns
+        catalog = self._catalog()
+        if catalog.handles(sql):
+            return catalog.describe(sql)
+        try:
+            described = self.session.describe(sql)
+        except PrivacyError as e:
+            raise WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}") from None
+        except Exception:  # noqa: BLE001
+            log.exception("describe failed for %r", self.user)
+            raise WireError("XX000", "dpsql: the statement could not be described") from None
+        return [(name, t.oid_for_duckdb(str(typ))) for name, typ in described]
+
+    # ------------------------------------------------------------------ result output
+    def send_row_description(self, cols: list[tuple[str, int]], formats: list[int]) -> None:
+        parts = [struct.pack("!h", len(cols))]
+        for i, (name, oid) in enumerate(cols):
+            fmt = _format_for(formats, i)
+            parts.append(name.encode() + b"\0" + struct.pack("!ihihih", 0, 0, oid, t.type_size(oid), -1, fmt))
+        self.send(b"T", b"".join(parts))
+
+    def send_rows(self, cols: list[tuple[str, int]], rows: list[tuple[Any, ...]], formats: list[int]) -> None:
+        encoders = [t.encoder(oid, _format_for(formats, i) == 1) for i, (_, oid) in enumerate(cols)]
+        head = struct.pack("!h", len(cols))
+        for row in rows:
+            parts = [head]
+            for enc, value in zip(encoders, row, strict=True):
+                if value is None:
+                    parts.append(b"\xff\xff\xff\xff")
+                else:
+                    data = enc(value)
+                    parts.append(struct.pack("!i", len(data)) + data)
+            self.send(b"D", b"".join(parts))
+
+    # ------------------------------------------------------------------ simple query protocol
+    async def simple_query(self, body: bytes) -> None:
+        text = body.rstrip(b"\0").decode()
+        statements = split_statements(text)
+        if not statements:
+            self.send(b"I")
+        for sql in statements:
+            try:
+                outcome = await asyncio.to_thread(self.run, sql)
+            except WireError as e:
+                self.send_error(e)
+                break
+            self.finish(outcome, [], None, describe=True)
+        self.send(b"Z", self.txn.encode())
+        await self.flush()
+
+    def finish(self, outcome: Outcome, formats: list[int], described: list[tuple[str, int]] | None, *,
+               describe: bool, portal: Portal | None = None, max_rows: int = 0) -> None:
+        if outcome.empty:
+            self.send(b"I")
+            return
+        if outcome.columns is None:
+            self.send(b"C", outcome.tag.encode() + b"\0")
+            return
+        cols = described if described is not None and len(described) == len(outcome.columns) else outcome.columns
+        if describe:
+            self.send_row_description(cols, formats)
+        start = portal.sent if portal else 0
+        rows = outcome.rows[start:start + max_rows] if max_rows > 0 else outcome.rows[start:]
+        self.send_rows(cols, rows, formats)
+        if portal is not None:
+            portal.sent = start + len(rows)
+            if max_rows > 0 and portal.sent < len(outcome.rows):
+                self.send(b"s")
+                return
+        if outcome.notice and (portal is None or portal.sent >= len(outcome.rows)):
+            self.send_notice(outcome.notice)
+        self.send(b"C", outcome.tag.encode() + b"\0")
+
+    # ------------------------------------------------------------------ extended query protocol
+    def parse(self, body: bytes) -> None:
+        name, rest = _cstr(body)
+        query, rest = _cstr(rest)
+        (n,) = struct.unpack("!h", rest[:2])
+        oids = list(struct.unpack(f"!{n}i", rest[2:2 + 4 * n]))
+        statements = split_statements(query)
+        if len(statements) > 1:
+            raise WireError("42601", "DPSQL-E002: cannot insert multiple commands into a prepared statement")
+        sql = statements[0] if statements else ""
+        count = max(max_placeholder(sql), len(oids))
+        oids += [0] * (count - len(oids))
+        self.statements[name] = Prepared(sql, oids)
+        self.send(b"1")
+
+    def bind(self, body: bytes) -> None:
+        portal_name, rest = _cstr(body)
+        stmt_name, rest = _cstr(rest)
+        stmt = self.statements.get(stmt_name)
+        if stmt is None:
+            raise WireError("26000", f'prepared statement "{stmt_name}" does not exist')
+        (nf,) = struct.unpack("!h", rest[:2])
+        fmts = list(struct.unpack(f"!{nf}h", rest[2:2 + 2 * nf]))
+        rest = rest[2 + 2 * nf:]
+        (np_,) = struct.unpack("!h", rest[:2])
+        rest = rest[2:]
+        values: list[bytes | None] = []
+        for _ in range(np_):
+            (ln,) = struct.unpack("!i", rest[:4])
+            if ln < 0:
+                values.append(None)
+                rest = rest[4:]
+            else:
+                values.append(rest[4:4 + ln])
+                rest = rest[4 + ln:]
+        (nr,) = struct.unpack("!h", rest[:2])
+        result_formats = list(struct.unpack(f"!{nr}h", rest[2:2 + 2 * nr]))
+        if np_ < len(stmt.param_oids):
+            raise WireError("08P01", f"bind message supplies {np_} parameters, but the statement needs "
+                                     f"{len(stmt.param_oids)}")
+        oids = stmt.param_oids + [0] * (np_ - len(stmt.param_oids))
+
+        def literal(i: int) -> str:
+            if i < 1 or i > np_:
+                raise WireError("42P02", f"there is no parameter ${i}")
+            value, oid = values[i - 1], oids[i - 1]
+            binary = _format_for(fmts, i - 1) == 1
+            try:
+                if value is None:
+                    return "NULL"
+                if binary:
+                    return t.python_literal(t.decode_param_binary(oid, value))
+                return t.to_literal(oid, value, True)
+            except (ValueError, struct.error, UnicodeDecodeError) as e:
+                raise WireError("22P02", f"invalid value for parameter ${i}: {e}") from None
+
+        self.portals[portal_name] = Portal(stmt, substitute(stmt.sql, literal), result_formats)
+        self.send(b"2")
+
+    async def describe_message(self, body: bytes) -> None:
+        kind, name = body[:1], _cstr(body[1:])[0]
+        if kind == b"S":
+            stmt = self.statements.get(name)
+            if stmt is None:
+                raise WireError("26000", f'prepared statement "{name}" does not exist')
+            self.send(b"t", struct.pack(f"!h{len(stmt.param_oids)}i", len(stmt.param_oids),
+                                        *[o or t.TEXT for o in stmt.param_oids]))
+            cols = await asyncio.to_thread(self._describe_statement, stmt)
+            stmt.described = cols
+            formats: list[int] = []
+        else:
+            portal = self.portals.get(name)
+            if portal is None:
+                raise WireError("34000", f'portal "{name}" does not exist')
+            if portal.outcome is not None:
+                cols = portal.outcome.columns
+            else:
+                cols = await asyncio.to_thread(self.describe, portal.sql)
+                portal.stmt.described = cols
+            formats = portal.formats
+        if cols is None:
+            self.send(b"n")
+        else:
+            self.send_row_description(cols, formats)
+
+    def _describe_statement(self, stmt: Prepared) -> list[tuple[str, int]] | None:
+        if not stmt.param_oids:
+            return self.describe(stmt.sql)
+
+        def dummy(style: int) -> Callable[[int], str]:
+            def literal(i: int) -> str:
+                oid = stmt.param_oids[i - 1] if i <= len(stmt.param_oids) else 0
+                if oid in (t.INT2, t.INT4, t.INT8, t.FLOAT4, t.FLOAT8, t.NUMERIC, t.OID):
+                    return "1"
+                if oid == t.BOOL:
+                    return "TRUE"
+                if oid == t.DATE:
+                    return "DATE '2000-01-01'"
+                if oid in (t.TIMESTAMP, t.TIMESTAMPTZ):
+                    return "TIMESTAMP '2000-01-01 00:00:00'"
+                return "1" if style == 0 and oid in (0, t.UNKNOWN) else "'1'"
+            return literal
+
+        try:
+            return self.describe(substitute(stmt.sql, dummy(0)))
+        except WireError:
+            return self.describe(substitute(stmt.sql, dummy(1)))
+
+    async def execute(self, body: bytes) -> None:
+        name, rest = _cstr(body)
+        (max_rows,) = struct.unpack("!i", rest[:4])
+        portal = self.portals.get(name)
+        if portal is None:
+            raise WireError("34000", f'portal "{name}" does not exist')
+        if portal.outcome is None:
+            portal.outcome = await asyncio.to_thread(self.run, portal.sql)
+        self.finish(portal.outcome, portal.formats, portal.stmt.described, describe=False, portal=portal,
+                    max_rows=max_rows)
+
+    # ------------------------------------------------------------------ main loop
+    async def serve(self) -> None:
+        if not await self.startup():
+            return
+        skipping = False
+        while True:
+            kind, body = await self.read_message()
+            if kind == b"X":
+                return
+            if kind == b"Q":
+                skipping = False
+                await self.simple_query(body)
+                continue
+            if kind == b"S":
+                skipping = False
+                self.portals.pop("", None)
+                self.send(b"Z", self.txn.encode())
+                await self.flush()
+                continue
+            if kind == b"H":
+                await self.flush()
+                continue
+            if skipping:
+                continue
+            try:
+                if kind == b"P":
+                    self.parse(body)
+                elif kind == b"B":
+                    self.bind(body)
+                elif kind == b"D":
+                    await self.describe_message(body)
+                elif kind == b"E":
+                    await self.execute(body)
+                elif kind == b"C":
+                    target, name = body[:1], _cstr(body[1:])[0]
+                    (self.statements if target == b"S" else self.portals).pop(name, None)
+                    self.send(b"3")
+                elif kind in (b"d", b"c", b"f"):
+                    continue
+                else:
+                    raise WireError("0A000", f"unsupported protocol message {kind!r}")
+            except WireError as e:
+                self.send_error(e)
+                skipping = True
+            except (struct.error, UnicodeDecodeError, IndexError):
+                self.send_error(WireError("08P01", "malformed protocol message"))
+                skipping = True
+
+    async def close(self) -> None:
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.session.close)
+        with contextlib.suppress(Exception):
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
+def _cstr(data: bytes) -> tuple[str, bytes]:
+    i = data.index(b"\0")
+    return data[:i].decode(), data[i + 1:]
+
+
+def _format_for(formats: list[int], i: int) -> int:
+    if not formats:
+        return 0
+    return formats[0] if len(formats) == 1 else formats[i]
+
+
+def _num(v: Any) -> str:
+    return format(v.normalize(), "f") if isinstance(v, Decimal) else str(v)
+
+
+class PgServer:
+    """The PostgreSQL-wire front door: ``await server.start()`` then ``await server.serve_forever()``."""
+
+    def __init__(self, session_factory: SessionFactory, *, host: str = "127.0.0.1", port: int = 5433,
+                 passwords: PasswordStore | None = None, auth: str = "scram",
+                 ssl_context: ssl.SSLContext | None = None, require_tls: bool = True,
+                 database_name: str = "dpsql") -> None:
+        if auth not in ("scram", "trust"):
+            raise ValueError("auth must be 'scram' or 'trust'")
+        self.session_factory = session_factory
+        self.host, self.port = host, port
+        self.passwords, self.auth = passwords, auth
+        self.ssl_context, self.require_tls = ssl_context, require_tls
+        self.database_name = database_name
+        self._server: asyncio.base_events.Server | None = None
+        self.connections: set[Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        self.connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)  # type: ignore[arg-type]
+        try:
+            await conn.serve()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError, OSError):
+            pass
+        except Exception:  # noqa: BLE001 - one broken client must not stop the server
+            log.exception("connection handler crashed")
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.connections.discard(conn)
+            self._tasks.discard(task)  # type: ignore[arg-type]
+            await conn.close()
+
+    async def start(self) -> tuple[str, int]:
+        """Bind and listen; returns the (host, port) actually bound (port 0 picks a free one)."""
+        self._server = await asyncio.start_server(self._client, self.host, self.port)
+        sock = self._server.sockets[0].getsockname()
+        self.port = sock[1]
+        return sock[0], sock[1]
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._server.wait_closed()
+
+
+def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
+    """A server-side TLS context (TLS 1.2 or newer)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(certfile, keyfile)
+    return ctx
+
+
+@contextlib.contextmanager
+def running(server: PgServer) -> Iterator[tuple[str, int]]:
+    """Run ``server`` on a background thread for the duration of a ``with`` block (tests, demos)."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    address: list[tuple[str, int]] = []
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        address.append(loop.run_until_complete(server.start()))
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, name="dpsql-pgwire", daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        yield address[0]
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def serve(session_factory: SessionFactory, **kwargs: Any) -> None:
+    """Run the server until interrupted (the ``dpsql serve`` command)."""
+
+    async def main() -> None:
+        server = PgServer(session_factory, **kwargs)
+        host, port = await server.start()
+        log.warning("dpsql PostgreSQL-wire server listening on %s:%d", host, port)
+        await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
