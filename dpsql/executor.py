@@ -1,0 +1,148 @@
+"""The executor: the only DuckDB connection that runs analyst-derived SQL, hardened.
+
+The analyst never holds it; :class:`dpsql.session.Session` keeps it private.  Each executor is its own
+in-memory DuckDB instance with the data file ``ATTACH``-ed ``READ_ONLY``, so its locked configuration
+cannot touch any other connection.  Before any query runs:
+
+* ``dpsql.install(con)`` registers the dp_* macros (before ``USE``, so they live in the in-memory
+  catalog, which stays on the search path after the data catalog);
+* ``_dpsql_rand()`` is registered: a random BIGINT per row from the OS CSPRNG
+  (``dpsql.noise.system_rng().words``), used by the guard's rewrite to choose which rows of a unit to keep;
+* extension autoload/autoinstall and Python replacement scans are off from the start,
+  ``error_on_division_by_zero`` is off (division by zero gives NULL, never an error), and
+  ``enable_external_access=false`` then ``lock_configuration=true`` close files, ``ATTACH``, ``SET``.
+
+The ledger is never attached here.  Any failure while a charged query runs becomes the generic,
+charged DPSQL-E080, whose text holds no data (DuckDB's own messages quote values, e.g. failed casts).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from . import noise
+from .errors import PrivacyError
+from .policy import quote_ident
+
+__all__ = ["Executor", "Prepared", "HARDENING"]
+
+# set at connect time (instance config), then checked by tests
+_CONNECT_CONFIG = {
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "python_enable_replacements": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+}
+# set after the data file is attached and the UDFs are registered, in this order (lock last)
+HARDENING = (
+    ("error_on_division_by_zero", "false"),
+    ("enable_external_access", "false"),
+    ("lock_configuration", "true"),
+)
+_RESERVED_ALIASES = {"memory", "system", "temp", "main"}
+
+
+def _rand_words(x: pa.Array) -> pa.Array:
+    """Arrow UDF body of ``_dpsql_rand()``: one CSPRNG word per row of the chunk, as signed BIGINT."""
+    return pa.array(noise.system_rng().words(len(x)).view(np.int64))
+
+
+class Prepared:
+    """A bound (not executed) query: its output columns and types are known, no data has been read."""
+
+    def __init__(self, relation: duckdb.DuckDBPyRelation) -> None:
+        self._relation = relation
+        self.columns: list[str] = list(relation.columns)
+        self.types: list[str] = [str(t) for t in relation.types]
+
+
+class Executor:
+    """A hardened, read-only DuckDB connection to one data file.
+
+    ``install`` replaces :func:`dpsql.install` (tests without the binding pass a stand-in)."""
+
+    def __init__(self, database: str | Path, *, install: Callable[[duckdb.DuckDBPyConnection], Any] | None = None,
+                 timeout: float | None = None) -> None:
+        path = Path(database)
+        if not path.is_file():
+            raise FileNotFoundError(f"no database file {str(path)!r}")
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        con = duckdb.connect(":memory:", config=dict(_CONNECT_CONFIG))
+        try:
+            stem = path.name.split(".", 1)[0] or "data"
+            self.alias = "data" if stem.lower() in _RESERVED_ALIASES or not stem.isidentifier() else stem
+            con.execute(f"ATTACH {_literal(str(path))} AS {quote_ident(self.alias)} (READ_ONLY)")
+            (install or _default_install())(con)
+            con.create_function("_dpsql_rand_words", _rand_words, ["INTEGER"], "BIGINT", type="arrow",
+                                side_effects=True, null_handling="special")
+            con.execute("CREATE OR REPLACE TEMP MACRO _dpsql_rand() AS _dpsql_rand_words(0)")
+            con.execute(f"USE {quote_ident(self.alias)}")
+            con.execute(f"SET search_path = {_literal(self.alias + '.main,memory.main,temp.main')}")
+            for name, value in HARDENING:
+                con.execute(f"SET {name} = {value}")
+        except BaseException:
+            con.close()
+            raise
+        self._con: duckdb.DuckDBPyConnection | None = con
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection, for dpsql's own metadata reads (never handed to an analyst)."""
+        if self._con is None:
+            raise PrivacyError("DPSQL-E090", "the session is closed")
+        return self._con
+
+    def prepare(self, sql: str) -> Prepared:
+        """Bind ``sql`` without running it.  Binding reads the schema only, so a failure here depends on
+        the query text and the schema, never on the data: it is refused uncharged (DPSQL-E001)."""
+        with self._lock:
+            try:
+                return Prepared(self.con.sql(sql))
+            except PrivacyError:
+                raise
+            except Exception:
+                raise PrivacyError("DPSQL-E001", "the checked query could not be bound by DuckDB") from None
+
+    def run(self, prepared: Prepared, cost_text: str = "") -> pa.Table:
+        """Execute a prepared query and return its rows.  Any failure is the generic DPSQL-E080."""
+        with self._lock:
+            con = self.con
+            timer = None
+            if self.timeout is not None:
+                timer = threading.Timer(self.timeout, con.interrupt)
+                timer.daemon = True
+                timer.start()
+            try:
+                return prepared._relation.to_arrow_table()
+            except BaseException:
+                raise PrivacyError("DPSQL-E080", "execution failed after the query was charged"
+                                   + (f" ({cost_text})" if cost_text else "") + "; no result is released") from None
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+
+def _default_install() -> Callable[[duckdb.DuckDBPyConnection], Any]:
+    from . import install  # the binding: dp_* macros and their UDFs
+
+    return install
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,583 @@
+"""The budget ledger: budgets and an append-only, hash-chained log of grants and charges.
+
+Design (``threat-classes.md`` section 5):
+
+* Its own DuckDB file next to the data file (``hospital.duckdb`` -> ``hospital.ledger.duckdb``, mode
+  0600), never attached to the executor that runs analyst-derived SQL.
+* Every access holds a process-wide lock (one per ledger file) and an exclusive ``flock`` on
+  ``<ledger>.lock``, opens the file, runs one transaction and closes it, so other processes can take
+  their turn: a second process waits, then fails cleanly with DPSQL-E071 after ``lock_timeout``.
+* Amounts are exact ``DECIMAL(38, 18)`` (bound as :class:`decimal.Decimal`); costs are rounded up.
+* A charge is one transaction: a conditional ``UPDATE budgets ... WHERE spent + c <= limit_`` (and the
+  same on the optional dataset-wide limit), then the log entry; it commits before anything runs.
+  Nothing is refunded afterwards: the entry only moves from ``reserved`` to ``released`` or
+  ``failed_after_start``.
+* Each entry carries ``row_hash = sha256(prev_hash, immutable fields)``; the genesis hash is bound to
+  the dataset id.  After each commit ``(seq, row_hash)`` is appended to ``<ledger>.anchor``.  Opening
+  the ledger recomputes the chain, checks it against the anchor (catching truncation or a restored
+  old copy) and checks that the budget rows equal what the log implies; any mismatch is DPSQL-E090.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+
+from .errors import PrivacyError
+from .policy import read_sql, statements
+
+__all__ = ["Ledger", "Budget", "Entry", "Charge", "ledger_path", "round_up", "to_decimal", "entry_hash", "clean"]
+
+Accounting = Literal["pure", "zcdp"]
+AMOUNT_PLACES = 18
+DELTA_PLACES = 30
+_Q_AMOUNT = Decimal(1).scaleb(-AMOUNT_PLACES)
+_Q_DELTA = Decimal(1).scaleb(-DELTA_PLACES)
+_MAX_AMOUNT = Decimal(10) ** 12
+_EPOCH = datetime(1970, 1, 1)  # timestamps are naive UTC (no pytz needed to read them)
+_RETRIES = 3
+_CONFLICT_TEXT = ("conflict", "write-write", "Could not set lock", "Conflicting lock")
+
+_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def ledger_path(database: str | os.PathLike[str]) -> Path:
+    """The ledger file of a data file: ``hospital.duckdb`` -> ``hospital.ledger.duckdb``."""
+    p = Path(database)
+    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
+    return p.with_name(f"{stem}.ledger.duckdb")
+
+
+def to_decimal(value: Decimal | float | int | str, what: str = "amount") -> Decimal:
+    """An exact decimal from a user value; refuses NaN, infinities and negatives.
+
+    Floats go through ``repr`` (``0.1`` becomes ``Decimal('0.1')``, not its binary expansion)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{what} must be finite")
+        value = repr(value)
+    try:
+        d = Decimal(value)
+    except (InvalidOperation, TypeError, ValueError):
+        raise ValueError(f"{what} must be a number") from None
+    if not d.is_finite() or d < 0:
+        raise ValueError(f"{what} must be a finite, non-negative number")
+    return d
+
+
+def round_up(value: Decimal, places: int = AMOUNT_PLACES) -> Decimal:
+    """``value`` rounded up (towards +infinity) to ``places`` decimal places."""
+    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_CEILING)
+
+
+def _fmt(d: Decimal | None, places: int) -> str:
+    return "" if d is None else format(d.quantize(Decimal(1).scaleb(-places)), "f")
+
+
+def _micros(ts: datetime) -> int:
+    return (ts - _EPOCH) // timedelta(microseconds=1)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def genesis_hash(dataset_id: str) -> str:
+    """The ``prev_hash`` of the first entry: binds the chain to one dataset."""
+    return hashlib.sha256(f"dpsql-ledger-v1\x1f{dataset_id}".encode()).hexdigest()
+
+
+def entry_hash(prev_hash: str, e: Entry) -> str:
+    """``sha256(prev_hash || canonical immutable fields)`` of one log entry, hex."""
+    fields = [str(e.seq), e.entry_id, e.kind, str(_micros(e.ts)), e.principal, e.session_id or "", e.accounting,
+              _fmt(e.amount, AMOUNT_PLACES), _fmt(e.delta, DELTA_PLACES), _fmt(e.cap, AMOUNT_PLACES),
+              e.query_sha256 or "", e.mechanisms or ""]
+    payload = prev_hash + "\x1e" + "\x1f".join(fields)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A principal's budget: ``limit``/``spent``/``remaining`` in ε ('pure') or ρ ('zcdp')."""
+
+    principal: str
+    accounting: Accounting
+    limit: Decimal
+    spent: Decimal
+    remaining: Decimal
+    delta_limit: Decimal
+    delta_spent: Decimal
+    per_query_cap: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the hash-chained log (a grant, a global limit or a charge)."""
+
+    seq: int
+    entry_id: str
+    kind: str
+    ts: datetime
+    principal: str
+    session_id: str | None
+    accounting: str
+    amount: Decimal
+    delta: Decimal
+    cap: Decimal | None
+    query_sha256: str | None
+    mechanisms: str | None
+    status: str
+    prev_hash: str = ""
+    row_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A committed charge: the log entry's ``seq`` and the principal's budget right after it."""
+
+    seq: int
+    cost: Decimal
+    delta: Decimal
+    budget: Budget
+
+
+_ENTRY_COLS = ("seq, entry_id, kind, ts, principal, session_id, accounting, amount, delta, cap, query_sha256, "
+               "mechanisms, status, prev_hash, row_hash")
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    return Entry(int(row[0]), str(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+                 row[10], row[11], row[12], row[13], row[14])
+
+
+def clean(d: Decimal) -> Decimal:
+    """The same value without trailing zeros or exponent notation (``3.000`` -> ``3``, ``0E-18`` -> ``0``)."""
+    return d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
+
+
+def _budget(row: tuple[Any, ...]) -> Budget:
+    principal, accounting, limit, spent, dl, ds, cap = row
+    return Budget(principal, accounting, clean(limit), clean(spent), clean(max(limit - spent, Decimal(0))),
+                  clean(dl), clean(ds), None if cap is None else clean(cap))
+
+
+def _process_lock(path: Path) -> threading.Lock:
+    key = str(path.resolve())
+    with _PROCESS_LOCKS_GUARD:
+        return _PROCESS_LOCKS.setdefault(key, threading.Lock())
+
+
+def _unavailable(what: str) -> PrivacyError:
+    return PrivacyError("DPSQL-E090", f"ledger unavailable: {what}; nothing was run or charged")
+
+
+def _contention() -> PrivacyError:
+    return PrivacyError("DPSQL-E071", "the budget ledger is busy; nothing was charged, the query is safe to retry")
+
+
+class Ledger:
+    """The budget ledger of one dataset.  Opening it verifies the whole chain (DPSQL-E090 on mismatch).
+
+    ``Ledger(path, dataset_id, create=True)`` creates the file if it is missing (admin only)."""
+
+    def __init__(self, path: str | os.PathLike[str], dataset_id: str, *, create: bool = False,
+                 lock_timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self.dataset_id = dataset_id
+        self.lock_timeout = float(lock_timeout)
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._anchor_path = self.path.with_name(self.path.name.removesuffix(".duckdb") + ".anchor")
+        if not self.path.exists() and not create:
+            raise _unavailable("no ledger file (the admin has not granted any budget yet)")
+        with self._transaction(write=create) as con:
+            if create:
+                for stmt in statements(read_sql("ledger.sql")):
+                    con.execute(stmt)
+                if con.execute("SELECT count(*) FROM meta WHERE key = 'dataset_id'").fetchone()[0] == 0:
+                    con.execute("INSERT INTO meta VALUES ('dataset_id', ?), ('schema_version', '1')", [dataset_id])
+            self._verify(con)
+
+    # ----------------------------------------------------------------- locking and transactions
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        deadline = time.monotonic() + self.lock_timeout
+        plock = _process_lock(self.path)
+        if not plock.acquire(timeout=max(self.lock_timeout, 0.0)):
+            raise _contention()
+        try:
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                pause = 0.002
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise _contention() from None
+                        time.sleep(pause)
+                        pause = min(pause * 2, 0.05)
+                yield
+            finally:
+                os.close(fd)  # releases the flock
+        finally:
+            plock.release()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                old = os.umask(0o077)
+                try:
+                    con = duckdb.connect(str(self.path), config={"enable_external_access": False,
+                                                                 "autoload_known_extensions": False,
+                                                                 "autoinstall_known_extensions": False})
+                finally:
+                    os.umask(old)
+                break
+            except duckdb.IOException as exc:
+                # another program (not dpsql) holds the file open: wait like for the flock
+                if any(t in str(exc) for t in _CONFLICT_TEXT) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                if any(t in str(exc) for t in _CONFLICT_TEXT):
+                    raise _contention() from None
+                raise _unavailable("the ledger file cannot be opened") from None
+            except duckdb.Error:
+                raise _unavailable("the ledger file cannot be opened") from None
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, 0o600)
+        return con
+
+    @contextlib.contextmanager
+    def _open_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Open, ``BEGIN``; ``COMMIT`` on success, ``ROLLBACK`` on any error; close.  Caller holds the locks."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+                con.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise
+        finally:
+            con.close()
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Lock, then one transaction (used for reads and for creation)."""
+        with self._locked(), self._open_transaction() as con:
+            yield con
+
+    def _retrying(self, fn: Any) -> Any:
+        """Under the locks, run ``fn(con)`` in a transaction, retrying write conflicts (DPSQL-E071 after
+        the retries).  ``fn`` returns ``(result, appended entry or None)``; the entry is anchored after
+        the commit, still under the locks."""
+        with self._locked():
+            for _ in range(_RETRIES):
+                try:
+                    with self._open_transaction() as con:
+                        out, entry = fn(con)
+                except duckdb.TransactionException:
+                    continue
+                except PrivacyError:
+                    raise
+                except duckdb.Error as exc:
+                    if any(t in str(exc) for t in _CONFLICT_TEXT):
+                        continue
+                    raise _unavailable("the ledger could not be written") from None
+                if entry is not None:
+                    with contextlib.suppress(OSError):  # a lagging anchor stays consistent (seq <= head)
+                        self._anchor(entry.seq, entry.row_hash)
+                return out
+        raise _contention()
+
+    # ----------------------------------------------------------------- verification
+
+    def _verify(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'dataset_id'").fetchone()
+            entries = [_entry(r) for r in con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()]
+            budgets = {r[0]: _budget(r) for r in con.execute(
+                "SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap FROM budgets"
+            ).fetchall()}
+            glob = {r[0]: r[1:] for r in con.execute(
+                "SELECT accounting, limit_, spent, delta_limit, delta_spent FROM global_budgets").fetchall()}
+        except duckdb.Error:
+            raise _unavailable("the ledger's tables cannot be read") from None
+        if row is None or row[0] != self.dataset_id:
+            raise _unavailable("the ledger belongs to another dataset")
+        prev = genesis_hash(self.dataset_id)
+        expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap]
+        gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
+        spent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
+        dspent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
+        for i, e in enumerate(entries, start=1):
+            if e.seq != i or e.prev_hash != prev or entry_hash(prev, e) != e.row_hash:
+                raise _unavailable(f"hash chain broken at entry {i}")
+            prev = e.row_hash
+            if e.kind == "grant":
+                old = expect.get(e.principal)
+                expect[e.principal] = [e.accounting, e.amount, old[2] if old else Decimal(0), e.delta,
+                                       old[4] if old else Decimal(0), e.cap]
+            elif e.kind == "global_limit":
+                gexp[e.accounting] = [e.amount, spent_by_acc[e.accounting], e.delta, dspent_by_acc[e.accounting]]
+            else:
+                b = expect.get(e.principal)
+                if b is None or b[0] != e.accounting:
+                    raise _unavailable(f"charge without a matching grant at entry {i}")
+                b[2] += e.amount
+                b[4] += e.delta
+                spent_by_acc[e.accounting] += e.amount
+                dspent_by_acc[e.accounting] += e.delta
+                if e.accounting in gexp:
+                    gexp[e.accounting][1] += e.amount
+                    gexp[e.accounting][3] += e.delta
+        actual = {p: [b.accounting, b.limit, b.spent, b.delta_limit, b.delta_spent, b.per_query_cap]
+                  for p, b in budgets.items()}
+        if actual != expect:
+            raise _unavailable("budgets do not match the charge log")
+        if {a: list(v) for a, v in glob.items()} != gexp:
+            raise _unavailable("dataset-wide limits do not match the charge log")
+        self._check_anchor(entries)
+
+    def _check_anchor(self, entries: list[Entry]) -> None:
+        try:
+            lines = self._anchor_path.read_text(encoding="ascii").split()
+        except FileNotFoundError:
+            return
+        except OSError:
+            raise _unavailable("the anchor file cannot be read") from None
+        if not lines:
+            return
+        try:
+            seq, digest = lines[-2], lines[-1]
+            n = int(seq)
+        except (IndexError, ValueError):
+            raise _unavailable("the anchor file is malformed") from None
+        if n > len(entries) or n < 1 or entries[n - 1].row_hash != digest:
+            raise _unavailable("the charge log does not match its anchor (truncated or restored)")
+
+    def _anchor(self, seq: int, digest: str) -> None:
+        fd = os.open(self._anchor_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{seq} {digest}\n".encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def verify(self) -> None:
+        """Recompute the hash chain and the budgets from the log; DPSQL-E090 on any mismatch."""
+        with self._transaction(write=False) as con:
+            self._verify(con)
+
+    # ----------------------------------------------------------------- appending entries
+
+    def _append(self, con: duckdb.DuckDBPyConnection, **fields: Any) -> Entry:
+        head = con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        if head is None:
+            prev, seq = genesis_hash(self.dataset_id), 1
+        else:
+            h = _entry(head)
+            if entry_hash(h.prev_hash, h) != h.row_hash:
+                raise _unavailable("hash chain broken at the last entry")
+            prev, seq = h.row_hash, h.seq + 1
+        e = Entry(seq=seq, entry_id=str(uuid.uuid4()), ts=_now(), prev_hash=prev, **fields)
+        digest = entry_hash(prev, e)
+        con.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, CAST(? AS DECIMAL(38, 18)), "
+                    "CAST(? AS DECIMAL(38, 30)), CAST(? AS DECIMAL(38, 18)), ?, ?, ?, ?, ?)",
+                    [e.seq, e.entry_id, e.kind, e.ts, e.principal, e.session_id, e.accounting, e.amount, e.delta,
+                     e.cap, e.query_sha256, e.mechanisms, e.status, prev, digest])
+        return Entry(**{**e.__dict__, "row_hash": digest})
+
+    def grant(self, principal: str, accounting: Accounting, limit: Decimal | float | str,
+              delta_limit: Decimal | float | str = 0, per_query_cap: Decimal | float | str | None = None) -> Budget:
+        """Set ``principal``'s limit (creating the budget); the change is itself a log entry.
+
+        A principal keeps one accounting for life; the limit may be raised or lowered (never below 0)."""
+        if accounting not in ("pure", "zcdp"):
+            raise ValueError("accounting must be 'pure' or 'zcdp'")
+        lim = round_up(to_decimal(limit, "limit"))
+        dl = round_up(to_decimal(delta_limit, "delta"), DELTA_PLACES)
+        cap = None if per_query_cap is None else round_up(to_decimal(per_query_cap, "per_query_cap"))
+        if lim > _MAX_AMOUNT or (cap is not None and cap > _MAX_AMOUNT):
+            raise ValueError("limit is too large")
+        if dl >= 1:
+            raise ValueError("delta must be below 1")
+
+        def run(con: duckdb.DuckDBPyConnection) -> Budget:
+            row = con.execute("SELECT accounting FROM budgets WHERE principal = ?", [principal]).fetchone()
+            if row is not None and row[0] != accounting:
+                raise ValueError(f"principal {principal!r} already has a {row[0]!r} budget")
+            e = self._append(con, kind="grant", principal=principal, session_id=None, accounting=accounting,
+                             amount=lim, delta=dl, cap=cap, query_sha256=None, mechanisms=None, status="granted")
+            if row is None:
+                con.execute("INSERT INTO budgets (principal, accounting, limit_, delta_limit, per_query_cap) "
+                            "VALUES (?, ?, ?, ?, ?)", [principal, accounting, lim, dl, cap])
+            else:
+                con.execute("UPDATE budgets SET limit_ = ?, delta_limit = ?, per_query_cap = ? WHERE principal = ?",
+                            [lim, dl, cap, principal])
+            return self._read_budget(con, principal), e
+
+        return self._retrying(run)
+
+    def set_global_limit(self, accounting: Accounting, limit: Decimal | float | str,
+                         delta_limit: Decimal | float | str = 0) -> None:
+        """Set the dataset-wide limit for one accounting (all principals together)."""
+        if accounting not in ("pure", "zcdp"):
+            raise ValueError("accounting must be 'pure' or 'zcdp'")
+        lim = round_up(to_decimal(limit, "limit"))
+        dl = round_up(to_decimal(delta_limit, "delta"), DELTA_PLACES)
+        if lim > _MAX_AMOUNT or dl >= 1:
+            raise ValueError("limit out of range")
+
+        def run(con: duckdb.DuckDBPyConnection) -> None:
+            e = self._append(con, kind="global_limit", principal="*", session_id=None, accounting=accounting,
+                             amount=lim, delta=dl, cap=None, query_sha256=None, mechanisms=None, status="granted")
+            spent, dspent = con.execute(
+                "SELECT coalesce(sum(amount), 0), coalesce(sum(delta), 0) FROM entries "
+                "WHERE kind = 'charge' AND accounting = ?", [accounting]).fetchone()
+            con.execute("DELETE FROM global_budgets WHERE accounting = ?", [accounting])
+            con.execute("INSERT INTO global_budgets VALUES (?, ?, ?, ?, ?)", [accounting, lim, spent, dl, dspent])
+            return None, e
+
+        self._retrying(run)
+
+    def charge(self, principal: str, cost: Decimal, delta: Decimal = Decimal(0), *, accounting: str | None = None,
+               query_sha256: str | None = None, mechanisms: Any = None, session_id: str | None = None) -> Charge:
+        """Reserve ``cost`` (rounded up) and ``delta`` against ``principal``'s budget, durably, before release.
+
+        DPSQL-E061 over the per-query cap, DPSQL-E070 if it would exceed the principal's or the dataset's
+        limit (nothing is charged), DPSQL-E071 on contention (nothing is charged), DPSQL-E090 if the
+        ledger is broken.  The returned :class:`Charge` must later be marked with :meth:`finish`."""
+        try:
+            c = round_up(to_decimal(cost, "cost"))
+            d = round_up(to_decimal(delta, "delta"), DELTA_PLACES)
+        except ValueError:
+            raise PrivacyError("DPSQL-E060", "the query's privacy cost is not a finite, non-negative number") from None
+        if c > _MAX_AMOUNT or d >= 1:
+            raise PrivacyError("DPSQL-E060", "the query's privacy cost is out of range")
+        mech = json.dumps(mechanisms if mechanisms is not None else [], sort_keys=True, default=str,
+                          separators=(",", ":"))
+
+        def run(con: duckdb.DuckDBPyConnection) -> Charge:
+            row = con.execute("SELECT accounting, per_query_cap FROM budgets WHERE principal = ?",
+                              [principal]).fetchone()
+            if row is None:
+                raise PrivacyError("DPSQL-E070", f"principal {principal!r} has no budget; nothing was charged")
+            acc, cap = row
+            if accounting is not None and accounting != acc:
+                raise PrivacyError("DPSQL-E060", "the query was costed under another accounting than the budget's")
+            if cap is not None and c > cap:
+                raise PrivacyError("DPSQL-E061", f"the query costs {c.normalize()} {_unit(acc)}, over the "
+                                   f"per-query cap of {cap.normalize()}; nothing was charged")
+            ok = con.execute(
+                "UPDATE budgets SET spent = spent + CAST(? AS DECIMAL(38, 18)), "
+                "delta_spent = delta_spent + CAST(? AS DECIMAL(38, 30)) "
+                "WHERE principal = ? AND spent + CAST(? AS DECIMAL(38, 18)) <= limit_ "
+                "AND delta_spent + CAST(? AS DECIMAL(38, 30)) <= delta_limit RETURNING spent",
+                [c, d, principal, c, d]).fetchall()
+            if not ok:
+                b = self._read_budget(con, principal)
+                raise PrivacyError("DPSQL-E070", f"budget exhausted: the query costs {c.normalize()} {_unit(acc)}, "
+                                   f"{b.remaining.normalize()} remains; nothing was charged")
+            if con.execute("SELECT count(*) FROM global_budgets WHERE accounting = ?", [acc]).fetchone()[0]:
+                ok = con.execute(
+                    "UPDATE global_budgets SET spent = spent + CAST(? AS DECIMAL(38, 18)), "
+                    "delta_spent = delta_spent + CAST(? AS DECIMAL(38, 30)) "
+                    "WHERE accounting = ? AND spent + CAST(? AS DECIMAL(38, 18)) <= limit_ "
+                    "AND delta_spent + CAST(? AS DECIMAL(38, 30)) <= delta_limit RETURNING spent",
+                    [c, d, acc, c, d]).fetchall()
+                if not ok:
+                    raise PrivacyError("DPSQL-E070", "the dataset-wide budget is exhausted; nothing was charged")
+            e = self._append(con, kind="charge", principal=principal, session_id=session_id, accounting=acc,
+                             amount=c, delta=d, cap=None, query_sha256=query_sha256, mechanisms=mech,
+                             status="reserved")
+            return Charge(e.seq, clean(c), clean(d), self._read_budget(con, principal)), e
+
+        return self._retrying(run)
+
+    def finish(self, seq: int, released: bool) -> None:
+        """Mark a reserved charge ``released`` or ``failed_after_start`` (never a refund)."""
+        status = "released" if released else "failed_after_start"
+        self._retrying(lambda con: (con.execute(
+            "UPDATE entries SET status = ? WHERE seq = ? AND kind = 'charge' AND status = 'reserved'",
+            [status, seq]), None))
+
+    # ----------------------------------------------------------------- sessions and reads
+
+    def open_session(self, principal: str) -> str:
+        """Record a session start; returns its id."""
+        sid = str(uuid.uuid4())
+        self._retrying(lambda con: (con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, NULL)",
+                                                [sid, principal, os.getpid(), _now()]), None))
+        return sid
+
+    def close_session(self, session_id: str) -> None:
+        """Record a session end."""
+        self._retrying(lambda con: (con.execute("UPDATE sessions SET closed_at = ? WHERE session_id = ?",
+                                                [_now(), session_id]), None))
+
+    def _read_budget(self, con: duckdb.DuckDBPyConnection, principal: str) -> Budget:
+        row = con.execute("SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap "
+                          "FROM budgets WHERE principal = ?", [principal]).fetchone()
+        if row is None:
+            raise PrivacyError("DPSQL-E070", f"principal {principal!r} has no budget")
+        return _budget(row)
+
+    def budget(self, principal: str) -> Budget:
+        """``principal``'s budget (DPSQL-E070 if there is none)."""
+        with self._transaction(write=False) as con:
+            return self._read_budget(con, principal)
+
+    def budgets(self) -> list[Budget]:
+        """All principals' budgets, by name."""
+        with self._transaction(write=False) as con:
+            rows = con.execute("SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap "
+                               "FROM budgets ORDER BY principal").fetchall()
+        return [_budget(r) for r in rows]
+
+    def global_limits(self) -> dict[str, tuple[Decimal, Decimal]]:
+        """``{accounting: (limit, spent)}`` of the dataset-wide limits that are set."""
+        with self._transaction(write=False) as con:
+            rows = con.execute("SELECT accounting, limit_, spent FROM global_budgets").fetchall()
+        return {a: (lim, sp) for a, lim, sp in rows}
+
+    def entries(self, principal: str | None = None, kind: str | None = None) -> list[Entry]:
+        """Log entries in order, optionally for one principal and/or of one kind."""
+        where, params = [], []
+        if principal is not None:
+            where.append("principal = ?")
+            params.append(principal)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        cond = " WHERE " + " AND ".join(where) if where else ""
+        sql = f"SELECT {_ENTRY_COLS} FROM entries{cond} ORDER BY seq"
+        with self._transaction(write=False) as con:
+            return [_entry(r) for r in con.execute(sql, params).fetchall()]
+
+
+def _unit(accounting: str) -> str:
+    return "epsilon" if accounting == "pure" else "rho"

@@ -1,0 +1,152 @@
+"""Policy metadata: what is protected, how, and which keys are public (DDL in ``sql/policy.sql``).
+
+The metadata lives in the protected database itself, in schema ``dpsql``.  Only the admin writes it
+(:mod:`dpsql.admin`); guarded sessions read it through the executor's read-only connection and turn it
+into the guard's :class:`~dpsql.guard.catalog.Catalog`.  Column names and types come from DuckDB's
+schema (``duckdb_columns``), never from its statistics.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from .guard.catalog import Catalog, TableInfo
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "sql_dir",
+    "read_sql",
+    "statements",
+    "ensure_schema",
+    "dataset_id",
+    "quote_ident",
+    "load_tables",
+    "build_catalog",
+]
+
+SCHEMA_VERSION = "1"
+
+
+def sql_dir() -> Path:
+    """The directory holding dpsql's ``*.sql`` files: the repository's ``sql/`` next to the package, or
+    ``<prefix>/share/dpsql/sql`` for wheel installs."""
+    candidates = [
+        Path(__file__).resolve().parent.parent / "sql",
+        Path(sys.prefix) / "share" / "dpsql" / "sql",
+        Path(sys.base_prefix) / "share" / "dpsql" / "sql",
+    ]
+    for c in candidates:
+        if (c / "policy.sql").is_file():
+            return c
+    raise FileNotFoundError("dpsql's sql/ directory was not found (looked next to the package and in share/)")
+
+
+def read_sql(name: str) -> str:
+    """The text of ``sql/<name>``."""
+    return (sql_dir() / name).read_text(encoding="utf-8")
+
+
+def statements(text: str) -> list[str]:
+    """Split a DDL file into statements (the files hold no semicolons inside literals or comments)."""
+    body = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def quote_ident(name: str) -> str:
+    """A DuckDB identifier in double quotes."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> str:
+    """Create the ``dpsql`` schema if needed and return the dataset id (created once, a UUID)."""
+    for stmt in statements(read_sql("policy.sql")):
+        con.execute(stmt)
+    row = con.execute("SELECT value FROM dpsql.meta WHERE key = 'dataset_id'").fetchone()
+    if row is None:
+        con.execute("INSERT INTO dpsql.meta VALUES ('dataset_id', ?), ('schema_version', ?)",
+                    [str(uuid.uuid4()), SCHEMA_VERSION])
+        row = con.execute("SELECT value FROM dpsql.meta WHERE key = 'dataset_id'").fetchone()
+    return str(row[0])
+
+
+def _has_schema(con: duckdb.DuckDBPyConnection, catalog: str | None) -> bool:
+    where = "schema_name = 'dpsql'" + (" AND database_name = ?" if catalog else "")
+    params = [catalog] if catalog else []
+    return con.execute(f"SELECT count(*) FROM duckdb_schemas() WHERE {where}", params).fetchone()[0] > 0
+
+
+def _prefix(catalog: str | None) -> str:
+    return f"{quote_ident(catalog)}.dpsql" if catalog else "dpsql"
+
+
+def dataset_id(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> str | None:
+    """The dataset id recorded in the data file, or None if it has no dpsql metadata."""
+    if not _has_schema(con, catalog):
+        return None
+    row = con.execute(f"SELECT value FROM {_prefix(catalog)}.meta WHERE key = 'dataset_id'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str, catalog: str | None = None) -> dict[str, str]:
+    """``{column: duckdb type}`` of ``main.<table>`` in declaration order (schema only, no statistics)."""
+    sql = ("SELECT column_name, data_type FROM duckdb_columns() "
+           "WHERE schema_name = 'main' AND lower(table_name) = lower(?)"
+           + (" AND database_name = ?" if catalog else "") + " ORDER BY column_index")
+    rows = con.execute(sql, [table, catalog] if catalog else [table]).fetchall()
+    return {str(name): str(typ) for name, typ in rows}
+
+
+def _typed_keys(con: duckdb.DuckDBPyConnection, values: list[str], typ: str) -> tuple[Any, ...]:
+    if not values:
+        return ()
+    rows = con.execute(f"SELECT CAST(v AS {typ}) FROM unnest(CAST(? AS VARCHAR[])) WITH ORDINALITY AS u(v, i) "
+                       "ORDER BY i", [values]).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> dict[str, TableInfo]:
+    """All protected and public tables declared in the metadata, as the guard's ``TableInfo``.
+
+    Tables declared but since dropped from the database are left out (the guard then refuses them)."""
+    from .guard.catalog import TableInfo
+
+    if not _has_schema(con, catalog):
+        return {}
+    p = _prefix(catalog)
+    keys: dict[tuple[str, str], list[str]] = {}
+    for table, column, value in con.execute(
+            f"SELECT table_name, column_name, key_value FROM {p}.public_keys ORDER BY 1, 2, ordinal").fetchall():
+        keys.setdefault((table, column), []).append(value)
+    out: dict[str, TableInfo] = {}
+    protected = con.execute(f"SELECT table_name, privacy_unit, max_rows_per_unit, max_groups_per_unit "
+                            f"FROM {p}.protected_tables ORDER BY table_name").fetchall()
+    for name, unit, max_rows, max_groups in protected:
+        cols = table_columns(con, name, catalog)
+        if not cols:
+            continue
+        pk = {c: _typed_keys(con, v, cols[c]) for (t, c), v in keys.items() if t == name and c in cols}
+        out[name.lower()] = TableInfo(name=name, kind="protected", columns=cols, privacy_unit=unit,
+                              max_rows_per_unit=int(max_rows), max_groups_per_unit=int(max_groups), public_keys=pk)
+    for (name,) in con.execute(f"SELECT table_name FROM {p}.public_tables ORDER BY table_name").fetchall():
+        cols = table_columns(con, name, catalog)
+        if not cols or name.lower() in out:
+            continue
+        out[name.lower()] = TableInfo(name=name, kind="public", columns=cols, privacy_unit=None,
+                              max_rows_per_unit=1, max_groups_per_unit=1, public_keys={})
+    return out
+
+
+def build_catalog(tables: dict[str, TableInfo], accounting: str = "pure", delta: Decimal | float = 0,
+                  max_query_epsilon: Decimal | float | None = None) -> Catalog:
+    """The guard's catalog for one principal's budget."""
+    from .guard.catalog import Catalog
+
+    cap = None if max_query_epsilon is None else float(max_query_epsilon)
+    return Catalog(tables=tables, accounting=accounting, delta=float(delta), max_query_epsilon=cap)
