@@ -21,6 +21,7 @@ Design (``threat-classes.md`` section 5):
 from __future__ import annotations
 
 import contextlib
+import decimal
 import fcntl
 import hashlib
 import json
@@ -49,6 +50,8 @@ DELTA_PLACES = 30
 _Q_AMOUNT = Decimal(1).scaleb(-AMOUNT_PLACES)
 _Q_DELTA = Decimal(1).scaleb(-DELTA_PLACES)
 _MAX_AMOUNT = Decimal(10) ** 12
+# DECIMAL(38, 18) needs more than the default 28 significant digits: do all ledger arithmetic in this context
+_CTX = decimal.Context(prec=100, traps=[decimal.InvalidOperation, decimal.Inexact, decimal.Overflow])
 _EPOCH = datetime(1970, 1, 1)  # timestamps are naive UTC (no pytz needed to read them)
 _RETRIES = 3
 _CONFLICT_TEXT = ("conflict", "write-write", "Could not set lock", "Conflicting lock")
@@ -80,16 +83,23 @@ def to_decimal(value: Decimal | float | int | str, what: str = "amount") -> Deci
         raise ValueError(f"{what} must be a number") from None
     if not d.is_finite() or d < 0:
         raise ValueError(f"{what} must be a finite, non-negative number")
+    if d > _MAX_AMOUNT:
+        raise ValueError(f"{what} is too large")
     return d
 
 
 def round_up(value: Decimal, places: int = AMOUNT_PLACES) -> Decimal:
     """``value`` rounded up (towards +infinity) to ``places`` decimal places."""
-    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_CEILING)
+    with decimal.localcontext(_CTX) as ctx:
+        ctx.traps[decimal.Inexact] = False
+        return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_CEILING)
 
 
 def _fmt(d: Decimal | None, places: int) -> str:
-    return "" if d is None else format(d.quantize(Decimal(1).scaleb(-places)), "f")
+    if d is None:
+        return ""
+    with decimal.localcontext(_CTX):
+        return format(d.quantize(Decimal(1).scaleb(-places)), "f")
 
 
 def _micros(ts: datetime) -> int:
@@ -170,13 +180,15 @@ def _entry(row: tuple[Any, ...]) -> Entry:
 
 def clean(d: Decimal) -> Decimal:
     """The same value without trailing zeros or exponent notation (``3.000`` -> ``3``, ``0E-18`` -> ``0``)."""
-    return d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
+    with decimal.localcontext(_CTX):
+        return d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
 
 
 def _budget(row: tuple[Any, ...]) -> Budget:
     principal, accounting, limit, spent, dl, ds, cap = row
-    return Budget(principal, accounting, clean(limit), clean(spent), clean(max(limit - spent, Decimal(0))),
-                  clean(dl), clean(ds), None if cap is None else clean(cap))
+    with decimal.localcontext(_CTX):
+        return Budget(principal, accounting, clean(limit), clean(spent), clean(max(limit - spent, Decimal(0))),
+                      clean(dl), clean(ds), None if cap is None else clean(cap))
 
 
 def _process_lock(path: Path) -> threading.Lock:
@@ -316,6 +328,10 @@ class Ledger:
     # ----------------------------------------------------------------- verification
 
     def _verify(self, con: duckdb.DuckDBPyConnection) -> None:
+        with decimal.localcontext(_CTX):
+            self._verify_exact(con)
+
+    def _verify_exact(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
             row = con.execute("SELECT value FROM meta WHERE key = 'dataset_id'").fetchone()
             entries = [_entry(r) for r in con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()]
