@@ -41,6 +41,9 @@ _TYPE_CATEGORY = {t.BOOL: "B", t.INT2: "N", t.INT4: "N", t.INT8: "N", t.FLOAT4: 
                   t.NUMERIC: "N", t.OID: "N", t.DATE: "D", t.TIME: "D", t.TIMESTAMP: "D", t.TIMESTAMPTZ: "D",
                   t.INTERVAL: "T", t.UUID_: "U", t.BYTEA: "U", t.JSON_: "U", t.JSONB: "U"}
 
+_JSON_OVERLOADS = ", ".join(
+    "(" + ", ".join(f"a{i}" for i in range(1, n + 1)) + ") AS NULL::VARCHAR" for n in range(4, 21, 2))
+
 _DDL = """
 CREATE TYPE regclass AS BIGINT; CREATE TYPE regtype AS BIGINT; CREATE TYPE regproc AS BIGINT;
 CREATE TYPE regprocedure AS BIGINT; CREATE TYPE regnamespace AS BIGINT; CREATE TYPE regrole AS BIGINT;
@@ -190,6 +193,11 @@ CREATE MACRO current_setting(s) AS (SELECT first(setting) FROM _dpsql_settings W
   (s, m) AS (SELECT first(setting) FROM _dpsql_settings WHERE name = lower(s));
 CREATE MACRO array_lower(a, d) AS 1;
 CREATE MACRO array_upper(a, d) AS len(a);
+CREATE MACRO to_regtype(s) AS (SELECT first(oid) FROM pg_type WHERE typname = s);
+CREATE MACRO to_regclass(s) AS (SELECT first(oid) FROM pg_class WHERE relname = s);
+CREATE MACRO json_build_object(a1, a2) AS NULL::VARCHAR, {json_overloads};
+CREATE MACRO pg_collation_is_visible(c) AS true;
+CREATE MACRO pg_relation_is_publishable(c) AS false;
 CREATE MACRO pg_postmaster_start_time() AS TIMESTAMPTZ '2000-01-01 00:00:00+00';
 """
 
@@ -286,7 +294,7 @@ class Catalog:
             return self._con
         con = duckdb.connect(":memory:", config={"autoload_known_extensions": "false",
                                                  "autoinstall_known_extensions": "false"})
-        for stmt in _DDL.split(";\n"):
+        for stmt in _DDL.replace("{json_overloads}", _JSON_OVERLOADS).split(";\n"):
             if stmt.strip():
                 con.execute(stmt)
         self._fill(con)
@@ -349,7 +357,7 @@ class Catalog:
         try:
             return con.sql(rewrite(sql)).to_arrow_table()
         except duckdb.Error as e:
-            log.info("catalog query answered empty (%s): %s", type(e).__name__, sql[:200])
+            log.info("catalog query answered empty (%s): %s", str(e).splitlines()[0][:300], sql)
             return pa.table({})
         finally:
             con.close()
