@@ -109,7 +109,7 @@ def get_method(aggregate: str, name: str | None) -> Method:
         return _REGISTRY[aggregate][name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY[aggregate]))
-        raise ParameterError(f"method: unknown method {name!r} for dp_{aggregate} (known: {known})") from None
+        raise ParameterError(f"dp_{aggregate}: method: unknown method {name!r} (known: {known})") from None
 
 
 def _finite(x: float | None) -> bool:

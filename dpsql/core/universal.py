@@ -331,7 +331,8 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     b0 = iqr_lower_bound(s, sp["bound"] * eps, rng, pairs)
     bz = np.clip(b0 * b0, B_MIN, B_MAX)
     first, second, pg = pairs
-    z = np.minimum((s.values[first] - s.values[second]) ** 2, 2.0**1020)
+    with np.errstate(over="ignore"):
+        z = np.minimum((s.values[first] - s.values[second]) ** 2, 2.0**1020)
     zb = _sorted_batch(z, pg, G)
     eta = min(1.0, eps)
     sub = _subsample(zb, eta, rng)

@@ -1,0 +1,180 @@
+"""DuckDB binding: ``install(con)`` registers the dp_* aggregates (trusted, data-owner mode).
+
+DuckDB's Python API has scalar UDFs only, so each aggregate is a macro over ``list(x)`` (see
+``sql/macros.sql``) feeding one Arrow UDF that receives a whole chunk of groups: the list array's
+offsets and flat values become a :class:`~dpsql.core.batch.Batch` without a per-group Python loop.
+``null_handling="special"`` makes DuckDB call the UDF for empty groups too (``list`` over no rows is
+NULL), so an empty group gets a DP answer like any other, never a deterministic NULL.
+
+Parameter errors (``epsilon <= 0``, unknown method, ...) raise :class:`~dpsql.core.ParameterError`
+naming the argument; they depend on the query only.  DuckDB evaluates macro arguments when the
+aggregate finishes, so in trusted mode the error surfaces after the scan; the guard
+(:mod:`dpsql.guard`) checks the same parameters statically before any data is read.
+"""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .core import ParameterError, Params, get_method
+from .core.batch import clean
+from .core.registry import budget_of, validate
+from .noise import Rng, discrete_laplace, system_rng
+from .sqlfiles import statements
+
+__all__ = ["install", "AGGREGATE_FUNCTIONS"]
+
+#: SQL function name -> core aggregate
+AGGREGATE_FUNCTIONS = {
+    "dp_count": "count",
+    "dp_count_star": "count",
+    "dp_sum": "sum",
+    "dp_mean": "mean",
+    "dp_avg": "mean",
+    "dp_var": "var",
+    "dp_stddev": "var",
+    "dp_quantile": "quantile",
+    "dp_median": "quantile",
+    "dp_iqr": "iqr",
+}
+
+_PARAM_NAMES = ("p", "epsilon", "rho", "delta", "lower", "upper", "method", "beta")
+
+
+def _constant(arr: pa.Array | pa.ChunkedArray, name: str, fn: str) -> object:
+    """The single value of a parameter column (parameters must be constants, not data)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) == 0:
+        return None
+    first = arr[0].as_py()
+    if len(arr) > 1:
+        if arr.null_count not in (0, len(arr)):
+            raise ParameterError(f"{fn}: {name} must be a constant literal, not a column")
+        if arr.null_count == 0 and not pc.all(pc.equal(arr, arr[0])).as_py():
+            raise ParameterError(f"{fn}: {name} must be a constant literal, not a column")
+    return first
+
+
+def _num(v: object, name: str, fn: str) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)  # DECIMAL literals arrive as decimal.Decimal
+    except (TypeError, ValueError):
+        raise ParameterError(f"{fn}: {name} must be a number") from None
+    if not math.isfinite(f):
+        raise ParameterError(f"{fn}: {name} must be a finite number")
+    return f
+
+
+def _batch_from_lists(lst: pa.Array | pa.ChunkedArray):  # noqa: ANN202
+    if isinstance(lst, pa.ChunkedArray):
+        lst = lst.combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(lst), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = pc.list_flatten(lst)
+    if flat.type != pa.float64():
+        flat = pc.cast(flat, pa.float64())
+    if flat.null_count:
+        flat = pc.fill_null(flat, float("nan"))
+    values = flat.to_numpy(zero_copy_only=False)
+    return clean(values, offsets)
+
+
+def _params(agg: str, cols: dict[str, object], fn: str) -> tuple[str | None, Params]:
+    method = cols["method"]
+    if method is not None and not isinstance(method, str):
+        raise ParameterError(f"{fn}: method must be a string literal")
+    beta = _num(cols["beta"], "beta", fn)
+    params = Params(
+        epsilon=_num(cols["epsilon"], "epsilon", fn),
+        rho=_num(cols["rho"], "rho", fn),
+        delta=_num(cols["delta"], "delta", fn),
+        lower=_num(cols["lower"], "lower", fn),
+        upper=_num(cols["upper"], "upper", fn),
+        p=_num(cols["p"], "p", fn),
+        beta=1.0 / 3.0 if beta is None else beta,
+    )
+    return method, params
+
+
+def _make_agg(rng_factory):  # noqa: ANN001, ANN202
+    def _dpsql_agg(agg, lst, p, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
+        name = _constant(agg, "aggregate", "dp_*")
+        fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
+        core_agg = "var" if name == "stddev" else name
+        raw = dict(zip(_PARAM_NAMES, (p, epsilon, rho, delta, lower, upper, method, beta), strict=True))
+        cols = {k: _constant(v, k, fn) for k, v in raw.items()}
+        mname, params = _params(core_agg, cols, fn)
+        m = get_method(core_agg, mname)
+        validate(core_agg, m, params)
+        batch = _batch_from_lists(lst)
+        out = np.asarray(m.run(batch, budget_of(m, params), params, rng_factory()), dtype=np.float64)
+        if name == "stddev":
+            out = np.sqrt(np.maximum(out, 0.0))
+        return pa.array(out, type=pa.float64(), mask=np.isnan(out))
+
+    return _dpsql_agg
+
+
+def _make_count(rng_factory):  # noqa: ANN001, ANN202
+    def _dpsql_count(n, epsilon, method):  # noqa: ANN001, ANN202
+        fn = "dp_count"
+        eps = _num(_constant(epsilon, "epsilon", fn), "epsilon", fn)
+        mname = _constant(method, "method", fn)
+        m = get_method("count", mname)
+        params = Params(epsilon=eps)
+        validate("count", m, params)
+        counts = pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        if m.name == "laplace":
+            noisy = counts + discrete_laplace(1.0 / params.epsilon, rng_factory(), counts.size)
+            out = np.maximum(noisy, 0).astype(np.float64)
+        else:  # other count methods take a batch of group sizes
+            raise ParameterError(f"{fn}: method {m.name!r} is not available for dp_count")
+        return pa.array(out, type=pa.float64())
+
+    return _dpsql_count
+
+
+def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.DuckDBPyConnection:
+    """Register dpsql's aggregates on ``con`` and return it.
+
+    ``rng`` is for tests only (a seeded :class:`~dpsql.noise.Rng`); production noise always comes
+    from the OS CSPRNG.
+    """
+    factory = (lambda: rng) if rng is not None else system_rng
+    D = duckdb.sqltype("DOUBLE")
+    V = duckdb.sqltype("VARCHAR")
+    for fname in ("_dpsql_agg", "_dpsql_count"):
+        try:
+            con.remove_function(fname)
+        except Exception:  # noqa: BLE001 - not registered yet
+            pass
+    con.create_function(
+        "_dpsql_agg",
+        _make_agg(factory),
+        [V, duckdb.list_type(D), D, D, D, D, D, D, V, D],
+        D,
+        type="arrow",
+        null_handling="special",
+        side_effects=False,  # see module docstring: HAVING on aliases needs it; args are never constant
+    )
+    con.create_function(
+        "_dpsql_count",
+        _make_count(factory),
+        [duckdb.sqltype("BIGINT"), D, V],
+        D,
+        type="arrow",
+        null_handling="special",
+        side_effects=False,  # see module docstring: HAVING on aliases needs it; args are never constant
+    )
+    for stmt in statements("macros.sql"):
+        con.execute(stmt)
+    return con
