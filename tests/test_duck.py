@@ -30,7 +30,7 @@ def test_group_by_and_friends(con):
         "dp_quantile(x, 0.9, epsilon := 1) p90 FROM t GROUP BY g ORDER BY g"
     ).fetchall()
     assert len(rows) == 4
-    for g, m, a, med, n, ns, s, v, sd, q, p90 in rows:
+    for _g, m, a, med, n, ns, s, v, sd, q, p90 in rows:
         assert abs(m - a) < 1.0
         assert abs(med - 1048) < 3
         assert abs(n - 5000) < 30 and abs(ns - 5000) < 30
