@@ -96,10 +96,15 @@ class Executor:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The connection, for dpsql's own metadata reads (never handed to an analyst)."""
+        """The connection (never handed to an analyst); callers other than this class use :meth:`call`."""
         if self._con is None:
             raise PrivacyError("DPSQL-E090", "the session is closed")
         return self._con
+
+    def call(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """``fn(con)`` under the executor's lock: dpsql's own metadata reads, one caller at a time."""
+        with self._lock:
+            return fn(self.con)
 
     def prepare(self, sql: str) -> Prepared:
         """Bind ``sql`` without running it.  Binding reads the schema only, so a failure here depends on

@@ -198,7 +198,7 @@ class Session:
 
     def _tables(self) -> dict[str, TableInfo]:
         self._check_open()
-        return policy.load_tables(self._executor.con, self._executor.alias)
+        return self._executor.call(lambda con: policy.load_tables(con, self._executor.alias))
 
     def _check(self, sql: str) -> tuple[Plan, Any]:
         if not isinstance(sql, str):
