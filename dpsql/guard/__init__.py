@@ -1,0 +1,112 @@
+"""The guard: check, rewrite and cost one analyst query, failing closed.
+
+``plan(sql, catalog)`` parses the query, runs the checks (a tuple of small passes, each raising
+:class:`~dpsql.errors.PrivacyError` with a stable ``DPSQL-E0xx`` code), runs the rewrites, and returns a
+:class:`Plan` whose SQL is regenerated from the checked and rewritten tree.  Nothing here reads data: the
+cost is a function of the query text and the catalog only.
+
+>>> from dpsql.guard.catalog import Catalog, TableInfo
+>>> v = TableInfo("visits", "protected", {"pid": "INTEGER", "cost": "DOUBLE"}, privacy_unit="pid",
+...               max_rows_per_unit=5)
+>>> p = plan("SELECT dp_count(*, epsilon := 0.1) AS n FROM visits", Catalog({"visits": v}))
+>>> p.cost, p.output_columns
+(Decimal('0.500000000000000000'), ['n'])
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from .bounding import rewrite_bounding
+from .catalog import Catalog, TableInfo
+from .context import Context
+from .cost import check_cost
+from .filters import rewrite_filters
+from .groups import check_groups
+from .joins import check_joins
+from .lineage import analyse_lineage
+from .params import check_parameters
+from .partition import plan_selection, rewrite_selection
+from .public_keys import rewrite_public_keys
+from .relations import check_relations
+from .statement import check_statement
+from .syntax import check_syntax
+from .totality import rewrite_totality
+
+__all__ = ["plan", "Plan", "Catalog", "TableInfo", "CHECKS", "REWRITES"]
+
+#: the checks, in order; each reads and annotates the context or raises PrivacyError
+CHECKS = (
+    check_statement,  # E001 E002 E003: one plain query, by sqlglot and by DuckDB
+    check_relations,  # E010 E042: registered tables of main only, one privacy unit
+    check_syntax,  # E011 E012 E031 E050: closed allow-list of nodes and functions; CAST -> TRY_CAST
+    rewrite_filters,  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END), before the analysis
+    analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
+    check_joins,  # E040 E041: protected joins keep a unit's rows together
+    check_groups,  # E020 E022 E030 E032: public keys, outputs, contribution bounds
+    check_parameters,  # E060: literal, finite parameters; per-call cost from the method registry
+    plan_selection,  # delta > 0: partition selection for undeclared keys
+    check_cost,  # E061: sequential composition, per-query cap
+)
+#: the rewrites, in order, applied only after every check passed
+REWRITES = (
+    rewrite_totality,  # row-level expressions under TRY()
+    rewrite_bounding,  # k rows per (unit, group), g groups per unit, at random
+    rewrite_public_keys,  # declared domains drive the groups (empty groups included)
+    rewrite_selection,  # noisy-count threshold for undeclared keys
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to execute and what it costs.  ``cost`` is eps (pure) or rho (zcdp), rounded up to 1e-18."""
+
+    sql: str
+    cost: decimal.Decimal
+    delta: decimal.Decimal
+    mechanisms: list[dict] = field(default_factory=list)
+    output_columns: list[str] = field(default_factory=list)
+
+
+def _output_columns(ctx: Context) -> list[str]:
+    tree = ctx.tree
+    while not isinstance(tree, exp.Select):
+        tree = tree.this if isinstance(tree, exp.Subquery) else tree.left
+    info = ctx.info.get(id(tree))
+    names: list[str] = []
+    for item in tree.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            return list(info.columns) if info else []
+        names.append(item.alias_or_name or item.sql("duckdb"))
+    return names
+
+
+def _mechanisms(ctx: Context) -> list[dict]:
+    out = []
+    for call in ctx.calls:
+        m = {"function": call.function, "aggregate": call.aggregate, "method": call.method,
+             "notion": call.notion, "multiplier": call.multiplier, "cost": str(call.cost)}
+        m["epsilon" if call.notion == "pure" else "rho"] = call.value
+        if call.purpose != "release":
+            m["purpose"] = call.purpose
+        out.append(m)
+    return out
+
+
+def plan(sql: str, catalog: Catalog) -> Plan:
+    """Check, rewrite and cost ``sql`` against ``catalog``; raise PrivacyError(code, message) on refusal."""
+    ctx = Context(sql, catalog)
+    for check in CHECKS:
+        check(ctx)
+    for rewrite in REWRITES:
+        rewrite(ctx)
+    return Plan(
+        sql=ctx.tree.sql(dialect="duckdb"),
+        cost=ctx.cost,
+        delta=ctx.delta,
+        mechanisms=_mechanisms(ctx),
+        output_columns=_output_columns(ctx),
+    )

@@ -1,0 +1,123 @@
+"""State shared by the guard's passes: the tree, the catalog, and what the analysis found.
+
+Every pass is a function ``pass_(ctx) -> None`` that either raises :class:`~dpsql.errors.PrivacyError`
+or records facts on the context (and, for rewrites, edits ``ctx.tree``).
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ..errors import PrivacyError
+from .catalog import Catalog, TableInfo
+
+PREFIX = "_dpsql"  # reserved prefix of every identifier the guard generates
+
+DP_FUNCTIONS = {
+    "dp_count": "count",
+    "dp_sum": "sum",
+    "dp_mean": "mean",
+    "dp_var": "var",
+    "dp_stddev": "var",
+    "dp_quantile": "quantile",
+    "dp_median": "quantile",
+    "dp_iqr": "iqr",
+}
+
+
+def refuse(code: str, message: str) -> PrivacyError:
+    """Build the error for code ``DPSQL-E0xx`` (``code`` is the three digits)."""
+    return PrivacyError(f"DPSQL-E{code}", message)
+
+
+def dp_name(node: exp.Expression) -> str | None:
+    """The dp_* function called by ``node``, or None."""
+    if isinstance(node, exp.Anonymous):
+        name = str(node.name).lower()
+        if name in DP_FUNCTIONS:
+            return name
+    return None
+
+
+@dataclass
+class ScopeInfo:
+    """Facts about one SELECT (or set operation) of the query."""
+
+    kind: str  # "public" | "protected" (row level, carries units) | "noisy" (DP output)
+    columns: list[str] = field(default_factory=list)
+    unit_cols: set[str] = field(default_factory=set)  # output columns that are the privacy unit itself
+    origins: dict[str, tuple[TableInfo, str]] = field(default_factory=dict)  # passthrough of a protected column
+    tables: list[TableInfo] = field(default_factory=list)  # protected tables read (transitively)
+
+
+@dataclass
+class DpCall:
+    """One dp_* call: where it is, its parsed parameters and its cost."""
+
+    node: exp.Anonymous
+    function: str
+    aggregate: str
+    params: dict[str, object] = field(default_factory=dict)  # name -> float or str
+    texts: dict[str, str] = field(default_factory=dict)  # name -> literal text (exact decimals)
+    multiplier: int = 1
+    method: str = ""
+    notion: str = ""
+    value: float = 0.0  # eps (pure) or rho (zcdp) per unit of sensitivity, as the registry declares
+    cost: decimal.Decimal = decimal.Decimal(0)
+    purpose: str = "release"
+
+
+@dataclass
+class Aggregation:
+    """A SELECT with dp_* calls: how it will be bounded, keyed and charged."""
+
+    select: exp.Select
+    protected: bool
+    keys: list[exp.Expression] = field(default_factory=list)
+    domains: list[exp.Expression | None] = field(default_factory=list)  # one relation per key, or None
+    unit: exp.Expression | None = None
+    max_rows: int = 1
+    max_groups: int = 1
+    calls: list[DpCall] = field(default_factory=list)
+    selection: bool = False  # DP partition selection for undeclared keys
+    selection_epsilon: str | None = None
+    threshold: float | None = None
+
+    @property
+    def multiplier(self) -> int:
+        if not self.protected:
+            return 1
+        return self.max_rows * (self.max_groups if self.keys else 1)
+
+
+@dataclass
+class Context:
+    sql: str
+    catalog: Catalog
+    tree: exp.Expression | None = None
+    scopes: list = field(default_factory=list)  # sqlglot Scope objects, children first
+    info: dict[int, ScopeInfo] = field(default_factory=dict)  # id(scope.expression) -> info
+    aggregations: list[Aggregation] = field(default_factory=list)
+    sources: dict[int, dict] = field(default_factory=dict)  # id(select) -> alias -> (node, ScopeInfo, source)
+    private: list[exp.Select] = field(default_factory=list)  # selects reading protected rows
+    delta: decimal.Decimal = decimal.Decimal(0)
+    cost: decimal.Decimal = decimal.Decimal(0)
+
+    @property
+    def calls(self) -> list[DpCall]:
+        return [c for a in self.aggregations for c in a.calls]
+
+
+def own_nodes(root: exp.Expression):
+    """Walk ``root``'s expression without entering nested SELECTs, set operations, subqueries or CTEs."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in node.iter_expressions():
+            if isinstance(child, exp.Query | exp.Subquery | exp.With):
+                continue
+            stack.append(child)

@@ -1,0 +1,36 @@
+"""Pass: ``dp_f(x) FILTER (WHERE c)`` becomes ``dp_f(CASE WHEN c THEN x END)``.
+
+DuckDB macros do not accept FILTER; the dp_* aggregates drop NULLs, so both forms release the same
+statistic.  ``dp_count(*)`` counts the rows where ``c`` holds.
+
+>>> import sqlglot
+>>> from dpsql.guard.catalog import Catalog
+>>> q = "SELECT dp_count(*) FILTER (WHERE y > 1) FROM t"
+>>> ctx = Context("", Catalog({}), tree=sqlglot.parse_one(q, read="duckdb"))
+>>> rewrite_filters(ctx); ctx.tree.sql("duckdb")
+'SELECT DP_COUNT(CASE WHEN y > 1 THEN 1 END) FROM t'
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .context import Context, dp_name, refuse
+
+
+def rewrite_filters(ctx: Context) -> None:
+    """Move every FILTER clause of a dp_* call into its first argument."""
+    for node in list(ctx.tree.find_all(exp.Filter)):
+        call = node.this
+        if dp_name(call) is None:
+            raise refuse("012", "FILTER is only allowed on dp_* aggregates")
+        args = call.expressions
+        if not args or isinstance(args[0], exp.PropertyEQ | exp.Kwarg):
+            raise refuse("060", f"{dp_name(call)}: missing the value argument")
+        first = args[0]
+        value = exp.Literal.number(1) if isinstance(first, exp.Star) else first.copy()
+        cond = node.expression.this.copy()
+        case = exp.Case(ifs=[exp.If(this=cond, true=value)])
+        new_call = call.copy()
+        new_call.expressions[0].replace(case)
+        node.replace(new_call)

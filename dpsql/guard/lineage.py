@@ -1,0 +1,237 @@
+"""Pass: classify every scope as public, protected (row level) or noisy, and track the privacy unit.
+
+A scope that reads protected rows either aggregates them with dp_* calls (its output is noisy) or passes
+them on row by row (it stays protected).  Protected rows may never reach the query's output (E020), be
+aggregated without DP (E021), or go through cross-row operators (E050) or expression subqueries (E051).
+The privacy unit is tracked by column identity: renaming keeps it, any computation loses it.
+
+>>> import sqlglot
+>>> from dpsql.guard.catalog import Catalog, TableInfo
+>>> cat = Catalog({"v": TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")})
+>>> ctx = Context("", cat, tree=sqlglot.parse_one("SELECT x FROM v", read="duckdb"))
+>>> from dpsql.guard.relations import check_relations
+>>> check_relations(ctx)
+>>> try:
+...     analyse_lineage(ctx)
+... except Exception as e:
+...     print(e.code)
+DPSQL-E020
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, ScopeType
+
+from .context import PREFIX, Aggregation, Context, ScopeInfo, dp_name, own_nodes, refuse
+from .syntax import AGGREGATES
+
+Sources = dict[str, tuple[exp.Expression, ScopeInfo, object]]
+
+
+def table_info(ctx: Context, table: exp.Table) -> ScopeInfo:
+    ti = ctx.catalog.get(table.name)
+    if not ti.protected:
+        return ScopeInfo("public", columns=list(ti.columns))
+    unit = {ti.privacy_unit} if ti.privacy_unit else set()
+    return ScopeInfo(
+        "protected",
+        columns=list(ti.columns),
+        unit_cols=unit,
+        origins={c: (ti, c) for c in ti.columns},
+        tables=[ti],
+    )
+
+
+def sources(ctx: Context, scope: Scope) -> Sources:
+    """alias -> (FROM item, its ScopeInfo, the sqlglot source) for one scope."""
+    out: Sources = {}
+    for name, (node, source) in scope.selected_sources.items():
+        if isinstance(source, exp.Table):
+            info = table_info(ctx, source)
+            alias = node.args.get("alias") if isinstance(node, exp.Table) else None
+            if info.kind == "protected" and alias is not None and alias.columns:
+                raise refuse("041", "column aliases on a protected table are not allowed")
+        elif isinstance(source, Scope):
+            info = ctx.info.get(id(source.expression))
+            if info is None:
+                raise refuse("012", "a relation could not be resolved")
+            alias = node.args.get("alias") if isinstance(node, exp.Subquery | exp.Table) else None
+            if info.kind == "protected" and alias is not None and alias.columns:
+                raise refuse("041", "column aliases on a relation over protected data are not allowed")
+        else:
+            raise refuse("010", "relation not allowed")
+        out[name] = (node, info, source)
+    return out
+
+
+def resolve(srcs: Sources, col: exp.Column) -> tuple[str, str] | None:
+    """(source alias, column name) for a column reference, or None if it names no source column."""
+    name = col.name.lower()
+    if col.table:
+        entry = srcs.get(col.table) or next((v for k, v in srcs.items() if k.lower() == col.table.lower()), None)
+        if entry is None:
+            return None
+        alias = next(k for k, v in srcs.items() if v is entry)
+        return (alias, name) if name in [c.lower() for c in entry[1].columns] else None
+    hits = [k for k, (_, info, _) in srcs.items() if name in [c.lower() for c in info.columns]]
+    return (hits[0], name) if len(hits) == 1 else None
+
+
+def is_unit(srcs: Sources, ref: tuple[str, str] | None) -> bool:
+    return ref is not None and ref[1] in {u.lower() for u in srcs[ref[0]][1].unit_cols}
+
+
+def origin(srcs: Sources, ref: tuple[str, str]):
+    info = srcs[ref[0]][1]
+    return next((v for k, v in info.origins.items() if k.lower() == ref[1]), None)
+
+
+def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
+    """An expression, valid in the scope owning ``srcs``, equal to the unit of protected source ``alias``
+    (projecting the unit out of a subquery under a reserved name when the analyst did not)."""
+    node, info, source = srcs[alias]
+    if info.unit_cols:
+        return exp.column(sorted(info.unit_cols)[0], table=alias, quoted=True)
+    if isinstance(source, exp.Table):  # row-level table: each row is its own unit
+        return exp.column("rowid", table=alias, quoted=True)
+    inner = source.expression
+    if not isinstance(inner, exp.Select):
+        raise refuse("041", "the privacy unit is lost before the dp aggregate")
+    inner_srcs = ctx.sources.get(id(inner)) or sources(ctx, source)
+    first = next(k for k, (_, i, _) in inner_srcs.items() if i.kind == "protected")
+    name = f"{PREFIX}_unit"
+    inner.select(exp.alias_(unit_expression(ctx, inner_srcs, first), name, quoted=True), copy=False)
+    info.unit_cols.add(name)
+    info.columns.append(name)
+    return exp.column(name, table=alias, quoted=True)
+
+
+def _star_sources(srcs: Sources, proj: exp.Expression) -> list[str] | None:
+    if isinstance(proj, exp.Star):
+        return list(srcs)
+    if isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
+        return [k for k in srcs if k.lower() == proj.table.lower()]
+    return None
+
+
+def _project(srcs: Sources, select: exp.Select) -> ScopeInfo:
+    """Output columns of a protected row-level SELECT, with unit and origin passthroughs."""
+    out = ScopeInfo("protected")
+    for _, info, _ in srcs.values():
+        out.tables.extend(t for t in info.tables if t not in out.tables)
+    for proj in select.expressions:
+        star = _star_sources(srcs, proj)
+        if star is not None:
+            if not star:
+                raise refuse("012", "star of an unknown relation")
+            for alias in star:
+                info = srcs[alias][1]
+                out.columns.extend(info.columns)
+                out.unit_cols |= info.unit_cols
+                out.origins.update(info.origins)
+            continue
+        name = proj.alias_or_name
+        expr = proj.unalias()
+        out.columns.append(name)
+        if isinstance(expr, exp.Column):
+            ref = resolve(srcs, expr)
+            if ref is not None:
+                if is_unit(srcs, ref):
+                    out.unit_cols.add(name)
+                org = origin(srcs, ref)
+                if org is not None:
+                    out.origins[name] = org
+    return out
+
+
+def _post_processing(node: exp.Expression, select: exp.Select) -> bool:
+    """Whether ``node`` sits in the select list, HAVING, ORDER BY or GROUP BY of ``select``, outside dp_* calls."""
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if dp_name(parent) or isinstance(parent, exp.Where | exp.Join | exp.From):
+            return False
+        parent = parent.parent
+    return parent is select
+
+
+def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool) -> None:
+    having = select.args.get("having")
+    aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
+    for node in own_nodes(select):
+        if isinstance(node, exp.Window):
+            raise refuse("050", "window functions are not allowed over protected data")
+        if isinstance(node, exp.Distinct):
+            raise refuse("050", "DISTINCT is not allowed over protected data")
+        if isinstance(node, AGGREGATES):
+            if having is not None and node.find_ancestor(exp.Having) is having:
+                raise refuse("022", "HAVING may use only dp_* outputs and public group keys")
+            raise refuse("021", f"aggregate {node.sql_name()} is not differentially private; use dp_*")
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and resolve(srcs, node) is None:
+            if not (has_dp and not node.table and node.name.lower() in aliases and _post_processing(node, select)):
+                raise refuse("012", f"column {node.name!r} does not name a column of its relations")
+    if select.args.get("qualify") is not None:
+        raise refuse("050", "QUALIFY is not allowed over protected data")
+    if select.args.get("distinct") is not None:
+        raise refuse("050", "DISTINCT is not allowed over protected data")
+    if select.args.get("sample") is not None:
+        raise refuse("050", "SAMPLE is not allowed over protected data")
+    for _, info, source in srcs.values():
+        if isinstance(source, exp.Table) and info.kind == "protected" and source.args.get("sample"):
+            raise refuse("050", "TABLESAMPLE is not allowed over protected data")
+    if scope.subquery_scopes:
+        raise refuse("051", "subqueries inside expressions are not allowed in a query over protected data")
+    if not has_dp:
+        for arg in ("group", "having"):
+            if select.args.get(arg) is not None:
+                raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates")
+        for arg in ("order", "limit", "offset"):
+            if select.args.get(arg) is not None:
+                raise refuse("050", f"{arg.upper()} is not allowed over protected rows")
+
+
+def analyse_lineage(ctx: Context) -> None:
+    """Classify the scopes (children first) and record each dp_* aggregation."""
+    for scope in ctx.scopes:
+        expr = scope.expression
+        if scope.scope_type == ScopeType.UDTF:
+            raise refuse("010", "table functions are not allowed")
+        if not isinstance(expr, exp.Select):
+            kinds = {ctx.info[id(s.expression)].kind for s in scope.union_scopes}
+            if "protected" in kinds:
+                code = "020" if scope.is_root else "050"
+                raise refuse(code, "set operations over protected rows are not allowed")
+            left = ctx.info[id(scope.union_scopes[0].expression)]
+            ctx.info[id(expr)] = ScopeInfo("noisy" if "noisy" in kinds else "public", columns=list(left.columns))
+            continue
+        srcs = sources(ctx, scope)
+        protected = [k for k, (_, info, _) in srcs.items() if info.kind == "protected"]
+        has_dp = any(dp_name(n) for n in own_nodes(expr))
+        if scope.scope_type == ScopeType.SUBQUERY and (protected or has_dp):
+            raise refuse("051", "subqueries inside expressions may not read protected data")
+        if scope.scope_type == ScopeType.SUBQUERY and any(i.kind != "public" for _, i, _ in srcs.values()):
+            raise refuse("051", "subqueries inside expressions may not read dp outputs")
+        ctx.sources[id(expr)] = srcs
+        if protected:
+            _check_private(ctx, scope, srcs, expr, has_dp)
+            ctx.private.append(expr)
+        if has_dp:
+            ctx.aggregations.append(Aggregation(expr, protected=bool(protected)))
+            names = [p.alias_or_name for p in expr.expressions]
+            ctx.info[id(expr)] = ScopeInfo("noisy", columns=names)
+            continue
+        if protected:
+            if scope.is_root:
+                raise refuse("020", "protected values may reach the output only through dp_* aggregates")
+            ctx.info[id(expr)] = _project(srcs, expr)
+            continue
+        kind = "noisy" if any(i.kind == "noisy" for _, i, _ in srcs.values()) else "public"
+        cols: list[str] = []
+        for proj in expr.expressions:
+            star = _star_sources(srcs, proj)
+            if star is not None:
+                for alias in star:
+                    cols.extend(srcs[alias][1].columns)
+            else:
+                cols.append(proj.alias_or_name)
+        ctx.info[id(expr)] = ScopeInfo(kind, columns=cols)

@@ -1,0 +1,134 @@
+"""Pass: dp_* parameters are finite literals (E060); each call's cost comes from the method registry.
+
+>>> import sqlglot
+>>> from dpsql.guard.catalog import Catalog
+>>> call = sqlglot.parse_one("SELECT dp_quantile(x, 0.9, epsilon := 0.25, method := 'em')").expressions[0]
+>>> parse_call(call)[1:]
+({'p': 0.9, 'epsilon': 0.25, 'method': 'em'}, {'p': '0.9', 'epsilon': '0.25', 'method': 'em'})
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+
+from sqlglot import exp
+
+from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
+
+NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p")
+NAMED = ("epsilon", "rho", "delta", "lower", "upper", "beta", "method")
+POSITIONAL = {"dp_count": (0, 1), "dp_quantile": (2,)}
+EXACT = decimal.Context(prec=120)
+
+
+def _number(name: str, node: exp.Expression, fn: str) -> tuple[float, str]:
+    sign = ""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg):
+        sign, node = "-", node.this
+    if not (isinstance(node, exp.Literal) and not node.is_string):
+        raise refuse("060", f"{fn}: {name} must be a numeric literal")
+    text = sign + str(node.this)
+    try:
+        value, dec = float(text), decimal.Decimal(text)
+    except (ValueError, decimal.InvalidOperation):
+        raise refuse("060", f"{fn}: {name} must be a numeric literal") from None
+    if not (math.isfinite(value) and dec.is_finite()):
+        raise refuse("060", f"{fn}: {name} must be finite")
+    return value, text
+
+
+def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, str]]:
+    """(function, parameter values, literal texts) of one dp_* call; refuses non-literal parameters."""
+    fn = dp_name(call)
+    params: dict[str, object] = {}
+    texts: dict[str, str] = {}
+    positional = [a for a in call.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)]
+    named = [a for a in call.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
+    if call.expressions[: len(positional)] != positional:
+        raise refuse("060", f"{fn}: positional arguments must come before named ones")
+    allowed = POSITIONAL.get(fn, (1,))
+    if len(positional) not in allowed and not (fn == "dp_count" and len(positional) == 1):
+        raise refuse("060", f"{fn}: wrong number of positional arguments")
+    if fn == "dp_count" and not positional:
+        raise refuse("060", "dp_count: give a value or *")
+    if positional and isinstance(positional[0], exp.Star) and fn != "dp_count":
+        raise refuse("060", f"{fn}: * is only allowed in dp_count")
+    if positional and isinstance(positional[0], exp.Distinct):
+        raise refuse("050", f"{fn}: DISTINCT is not allowed in dp_* aggregates")
+    if fn == "dp_quantile":
+        params["p"], texts["p"] = _number("p", positional[1], fn)
+    if fn == "dp_median":
+        params["p"], texts["p"] = 0.5, "0.5"
+    for arg in named:
+        name = str(arg.this.name if isinstance(arg.this, exp.Expression) else arg.this).lower()
+        if name not in NAMED:
+            raise refuse("060", f"{fn}: unknown parameter {name!r}")
+        if name in params:
+            raise refuse("060", f"{fn}: parameter {name!r} given twice")
+        value = arg.expression
+        if name == "method":
+            if not (isinstance(value, exp.Literal) and value.is_string):
+                raise refuse("060", f"{fn}: method must be a string literal")
+            params[name] = texts[name] = str(value.this)
+        else:
+            params[name], texts[name] = _number(name, value, fn)
+    return fn, params, texts
+
+
+def _exact(call: DpCall, accounting: str) -> decimal.Decimal:
+    """The call's cost as an exact decimal: from the literal's own text where the registry used it."""
+    m = decimal.Decimal(call.multiplier)
+    if call.notion == "pure":
+        text = call.texts.get("epsilon")
+        eps = decimal.Decimal(text) if text and float(text) == call.value else decimal.Decimal(call.value)
+        return EXACT.multiply(eps, m) if accounting == "pure" else EXACT.multiply(EXACT.multiply(eps, eps) / 2, m * m)
+    if accounting == "pure":
+        raise refuse("060", f"{call.function}: method {call.method!r} is zCDP; this budget is pure epsilon-DP")
+    text = call.texts.get("rho")
+    rho = decimal.Decimal(text) if text and float(text) == call.value else decimal.Decimal(call.value)
+    return EXACT.multiply(rho, m * m)
+
+
+def cost_call(call: DpCall, accounting: str) -> None:
+    """Fill method, notion, value and cost of ``call`` from the registry's declaration."""
+    from ..core.registry import ParameterError, get_method, privacy_cost
+
+    kw = {k: v for k, v in call.params.items() if k != "method"}
+    try:
+        priv = privacy_cost(call.aggregate, call.params.get("method"), **kw)
+        call.method = get_method(call.aggregate, call.params.get("method")).name
+    except (ParameterError, ValueError, TypeError) as e:
+        raise refuse("060", str(e) or f"{call.function}: invalid parameters") from None
+    call.notion = priv.notion
+    call.value = priv.epsilon if priv.notion == "pure" else priv.rho
+    call.cost = _exact(call, accounting)
+
+
+def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:
+    select = agg.select
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if dp_name(parent):
+            raise refuse("012", "dp_* aggregates may not be nested")
+        if isinstance(parent, exp.Window):
+            raise refuse("012", "dp_* aggregates may not be used as window functions")
+        if isinstance(parent, exp.Where | exp.Join | exp.From | exp.Group | exp.Qualify):
+            raise refuse("012", "dp_* aggregates are allowed only in the select list, HAVING and ORDER BY")
+        parent = parent.parent
+
+
+def check_parameters(ctx: Context) -> None:
+    """Parse and cost every dp_* call of every aggregation."""
+    for agg in ctx.aggregations:
+        for node in own_nodes(agg.select):
+            fn = dp_name(node)
+            if fn is None:
+                continue
+            _check_placement(agg, node)
+            name, params, texts = parse_call(node)
+            call = DpCall(node, name, DP_FUNCTIONS[name], params, texts, multiplier=agg.multiplier)
+            cost_call(call, ctx.catalog.accounting)
+            agg.calls.append(call)

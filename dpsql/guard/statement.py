@@ -1,0 +1,62 @@
+"""Pass 1: exactly one plain SELECT/WITH statement, according to sqlglot *and* DuckDB's own splitter.
+
+>>> from dpsql.guard.catalog import Catalog
+>>> ctx = Context("SELECT 1; DROP TABLE t", Catalog({}))
+>>> try:
+...     check_statement(ctx)
+... except Exception as e:
+...     print(e.code)
+DPSQL-E002
+"""
+
+from __future__ import annotations
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from .context import Context, refuse
+
+MAX_SQL_LENGTH = 100_000
+
+
+def _duckdb_count(sql: str) -> int:
+    """How many statements DuckDB's parser sees (it only parses; nothing is executed or read)."""
+    con = duckdb.connect(":memory:")
+    try:
+        return len(con.extract_statements(sql))
+    finally:
+        con.close()
+
+
+def check_statement(ctx: Context) -> None:
+    """Parse ``ctx.sql`` into ``ctx.tree``; refuse parse failures (E001), several statements (E002) and
+    anything but a query (E003)."""
+    sql = ctx.sql
+    if not isinstance(sql, str) or not sql.strip():
+        raise refuse("001", "empty query")
+    if len(sql) > MAX_SQL_LENGTH:
+        raise refuse("001", "query text too long")
+    try:
+        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
+    except SqlglotError:
+        trees = None
+    except RecursionError:
+        raise refuse("001", "query nested too deeply") from None
+    try:
+        n_duck = _duckdb_count(sql)
+    except duckdb.Error:
+        n_duck = None
+    if (trees is not None and len(trees) > 1) or (n_duck is not None and n_duck > 1):
+        raise refuse("002", "exactly one statement is allowed")
+    if not trees or n_duck is None:
+        raise refuse("001", "the query could not be parsed as DuckDB SQL")
+    if n_duck != 1:
+        raise refuse("001", "the query could not be parsed as one DuckDB statement")
+    tree = trees[0]
+    if isinstance(tree, exp.Command):
+        raise refuse("003", f"statement {str(tree.this).upper()!r} is not allowed")
+    if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
+        raise refuse("003", f"only SELECT or WITH ... SELECT queries are allowed, not {tree.key.upper()}")
+    ctx.tree = tree
