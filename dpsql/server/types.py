@@ -222,8 +222,12 @@ def decode_param_binary(oid: int, data: bytes) -> Any:
         digits = struct.unpack(f"!{ndigits}H", data[8:8 + 2 * ndigits])
         if sign == 0xC000:
             return decimal.Decimal("NaN")
-        value = sum(decimal.Decimal(d) * decimal.Decimal(10000) ** (weight - i) for i, d in enumerate(digits))
-        return -value if sign == 0x4000 else value
+        n = 0
+        for d in digits:
+            n = n * 10000 + d
+        exponent = (weight - len(digits) + 1) * 4
+        value = decimal.Decimal((1 if sign == 0x4000 else 0, tuple(int(c) for c in str(n)), exponent))
+        return value.quantize(decimal.Decimal((0, (1,), -dscale))) if exponent < -dscale else value
     if oid == JSONB:
         return data[1:].decode()
     return data.decode()
