@@ -30,7 +30,7 @@ from .lineage import Sources, is_unit, resolve
 
 def _alias_of(srcs: Sources, item: exp.Expression) -> str | None:
     for alias, (node, _, _) in srcs.items():
-        if node is item:
+        if node is item or (isinstance(item, exp.Subquery) and node is item.this):
             return alias
     return None
 

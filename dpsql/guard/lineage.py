@@ -56,7 +56,8 @@ def sources(ctx: Context, scope: Scope) -> Sources:
             info = ctx.info.get(id(source.expression))
             if info is None:
                 raise refuse("012", "a relation could not be resolved")
-            alias = node.args.get("alias") if isinstance(node, exp.Subquery | exp.Table) else None
+            holder = node.parent if isinstance(node, exp.Query) and isinstance(node.parent, exp.Subquery) else node
+            alias = holder.args.get("alias") if isinstance(holder, exp.Subquery | exp.Table) else None
             if info.kind == "protected" and alias is not None and alias.columns:
                 raise refuse("041", "column aliases on a relation over protected data are not allowed")
         else:
@@ -179,6 +180,10 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
     for _, info, source in srcs.values():
         if isinstance(source, exp.Table) and info.kind == "protected" and source.args.get("sample"):
             raise refuse("050", "TABLESAMPLE is not allowed over protected data")
+    for sub in scope.subquery_scopes:
+        param = sub.expression.find_ancestor(exp.PropertyEQ, exp.Kwarg)
+        if param is not None and dp_name(param.parent):
+            raise refuse("060", f"{dp_name(param.parent)}: parameters must be literals, not subqueries")
     if scope.subquery_scopes:
         raise refuse("051", "subqueries inside expressions are not allowed in a query over protected data")
     if not has_dp:
@@ -197,16 +202,19 @@ def analyse_lineage(ctx: Context) -> None:
         if scope.scope_type == ScopeType.UDTF:
             raise refuse("010", "table functions are not allowed")
         if not isinstance(expr, exp.Select):
-            kinds = {ctx.info[id(s.expression)].kind for s in scope.union_scopes}
+            kinds = {ctx.info[id(s.expression)].kind for s in scope.set_operation_scopes}
             if "protected" in kinds:
                 code = "020" if scope.is_root else "050"
                 raise refuse(code, "set operations over protected rows are not allowed")
-            left = ctx.info[id(scope.union_scopes[0].expression)]
+            left = ctx.info[id(scope.set_operation_scopes[0].expression)]
             ctx.info[id(expr)] = ScopeInfo("noisy" if "noisy" in kinds else "public", columns=list(left.columns))
             continue
         srcs = sources(ctx, scope)
         protected = [k for k, (_, info, _) in srcs.items() if info.kind == "protected"]
         has_dp = any(dp_name(n) for n in own_nodes(expr))
+        param = expr.find_ancestor(exp.PropertyEQ, exp.Kwarg)
+        if scope.scope_type == ScopeType.SUBQUERY and param is not None and dp_name(param.parent):
+            raise refuse("060", f"{dp_name(param.parent)}: parameters must be literals, not subqueries")
         if scope.scope_type == ScopeType.SUBQUERY and (protected or has_dp):
             raise refuse("051", "subqueries inside expressions may not read protected data")
         if scope.scope_type == ScopeType.SUBQUERY and any(i.kind != "public" for _, i, _ in srcs.values()):

@@ -40,6 +40,8 @@ def check_relations(ctx: Context) -> None:
         item = node.this
         if isinstance(item, exp.Lateral):
             raise refuse("040", "LATERAL joins are not allowed")
+        if isinstance(node, exp.Join) and str(node.args.get("kind") or "").upper() in ("SEMI", "ANTI"):
+            raise refuse("040", "SEMI and ANTI joins are not allowed")
         if not isinstance(item, exp.Table | exp.Subquery | exp.Values):
             raise refuse("010", f"{item.key.upper()} is not allowed as a relation")
     try:

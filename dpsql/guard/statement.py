@@ -21,11 +21,11 @@ from .context import Context, refuse
 MAX_SQL_LENGTH = 100_000
 
 
-def _duckdb_count(sql: str) -> int:
-    """How many statements DuckDB's parser sees (it only parses; nothing is executed or read)."""
+def _duckdb_types(sql: str) -> list[str]:
+    """The statement types DuckDB's parser sees (it only parses; nothing is executed or read)."""
     con = duckdb.connect(":memory:")
     try:
-        return len(con.extract_statements(sql))
+        return [str(s.type).rsplit(".", 1)[-1].upper() for s in con.extract_statements(sql)]
     finally:
         con.close()
 
@@ -45,11 +45,14 @@ def check_statement(ctx: Context) -> None:
     except RecursionError:
         raise refuse("001", "query nested too deeply") from None
     try:
-        n_duck = _duckdb_count(sql)
+        types = _duckdb_types(sql)
+        n_duck = len(types)
     except duckdb.Error:
-        n_duck = None
+        types, n_duck = [], None
     if (trees is not None and len(trees) > 1) or (n_duck is not None and n_duck > 1):
         raise refuse("002", "exactly one statement is allowed")
+    if n_duck == 1 and types[0] != "SELECT":
+        raise refuse("003", f"statement {types[0]} is not allowed; only SELECT queries are")
     if not trees or n_duck is None:
         raise refuse("001", "the query could not be parsed as DuckDB SQL")
     if n_duck != 1:

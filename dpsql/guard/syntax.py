@@ -22,7 +22,7 @@ STRUCTURE = (
     exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star, exp.Alias, exp.Literal, exp.Null,
     exp.Boolean, exp.Paren, exp.Tuple, exp.Values, exp.Window, exp.WindowSpec, exp.Filter,
     exp.PropertyEQ, exp.Kwarg, exp.Distinct, exp.Case, exp.If, exp.TryCast, exp.Cast, exp.DataType,
-    exp.DataTypeParam, exp.Interval, exp.Var, exp.Try, exp.Qualify, exp.TableSample,
+    exp.DataTypeParam, exp.Interval, exp.Var, exp.Try, exp.Qualify, exp.TableSample, exp.Exists,
 )
 OPERATORS = (
     exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
@@ -68,7 +68,11 @@ def check_syntax(ctx: Context) -> None:
             raise refuse("012", f"identifiers starting with {PREFIX} are reserved")
         if isinstance(node, exp.Column) and node.name.lower() in ("rowid",):
             raise refuse("012", "the rowid pseudo-column is not allowed")
+        if isinstance(node, exp.Columns | exp.PositionalColumn):
+            raise refuse("012", "COLUMNS() and positional columns are not allowed")
         if isinstance(node, exp.Anonymous):
+            if str(node.name).lower().startswith(PREFIX):
+                raise refuse("012", f"identifiers starting with {PREFIX} are reserved")
             if str(node.name).lower() not in DP_FUNCTIONS:
                 raise refuse("011", f"function {_name(node)!r} is not allowed")
             continue
