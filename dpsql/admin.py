@@ -161,9 +161,12 @@ class Admin:
 
     def grant(self, principal: str, epsilon: float | Decimal | str | None = None,
               rho: float | Decimal | str | None = None, delta: float | Decimal | str = 0,
-              per_query_cap: float | Decimal | str | None = None) -> Budget:
+              per_query_cap: float | Decimal | str | None = None,
+              delta_per_query: float | Decimal | str | None = None) -> Budget:
         """Set ``principal``'s total budget: ``epsilon`` (pure DP) or ``rho`` (zCDP), plus an optional
-        ``delta`` budget for (ε, δ) features and a ``per_query_cap`` (in the budget's unit).
+        ``delta`` budget for (ε, δ) features (DP partition selection of undeclared group keys), the δ one
+        query may use (``delta_per_query``, default all that remains) and a ``per_query_cap`` (in ε for
+        pure budgets, ρ for zCDP).
 
         Calling it again sets a new limit (recorded in the ledger; spending so far is kept)."""
         if not isinstance(principal, str) or not _NAME.match(principal):
@@ -180,9 +183,9 @@ class Admin:
         if row is not None and row[0] != accounting:
             raise ValueError(f"principal {principal!r} already has a {row[0]!r} budget")
         if row is not None and row[1]:  # known and enabled: only the ledger changes (sessions may stay open)
-            return self.ledger(create=True).grant(principal, accounting, limit, delta, per_query_cap)
+            return self.ledger(create=True).grant(principal, accounting, limit, delta, per_query_cap, delta_per_query)
         with self._write() as con:
-            budget = self.ledger(create=True).grant(principal, accounting, limit, delta, per_query_cap)
+            budget = self.ledger(create=True).grant(principal, accounting, limit, delta, per_query_cap, delta_per_query)
             con.execute("INSERT OR REPLACE INTO dpsql.principals (principal, accounting, enabled) "
                         "VALUES (?, ?, true)", [principal, accounting])
         return budget
@@ -224,8 +227,7 @@ class Admin:
         if principal is None:
             return policy.build_catalog(tables)
         b = self.ledger().budget(principal)
-        return policy.build_catalog(tables, b.accounting, b.delta_limit - b.delta_spent,
-                                    b.per_query_cap if b.accounting == "pure" else None)
+        return policy.build_catalog(tables, b.accounting, b.query_delta(), b.per_query_cap)
 
     def __repr__(self) -> str:
         return f"<dpsql.Admin on {str(self.database)!r}>"

@@ -119,7 +119,7 @@ def entry_hash(prev_hash: str, e: Entry) -> str:
     """``sha256(prev_hash || canonical immutable fields)`` of one log entry, hex."""
     fields = [str(e.seq), e.entry_id, e.kind, str(_micros(e.ts)), e.principal, e.session_id or "", e.accounting,
               _fmt(e.amount, AMOUNT_PLACES), _fmt(e.delta, DELTA_PLACES), _fmt(e.cap, AMOUNT_PLACES),
-              e.query_sha256 or "", e.mechanisms or ""]
+              _fmt(e.delta_cap, DELTA_PLACES), e.query_sha256 or "", e.mechanisms or ""]
     payload = prev_hash + "\x1e" + "\x1f".join(fields)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -136,6 +136,12 @@ class Budget:
     delta_limit: Decimal
     delta_spent: Decimal
     per_query_cap: Decimal | None = None
+    delta_per_query: Decimal | None = None
+
+    def query_delta(self) -> Decimal:
+        """The delta one query may spend now: the per-query delta (default: all of it), at most what remains."""
+        left = max(self.delta_limit - self.delta_spent, Decimal(0))
+        return left if self.delta_per_query is None else min(self.delta_per_query, left)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ class Entry:
     amount: Decimal
     delta: Decimal
     cap: Decimal | None
+    delta_cap: Decimal | None
     query_sha256: str | None
     mechanisms: str | None
     status: str
@@ -169,13 +176,13 @@ class Charge:
     budget: Budget
 
 
-_ENTRY_COLS = ("seq, entry_id, kind, ts, principal, session_id, accounting, amount, delta, cap, query_sha256, "
-               "mechanisms, status, prev_hash, row_hash")
+_BUDGET_COLS = "principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap, delta_per_query"
+_ENTRY_COLS = ("seq, entry_id, kind, ts, principal, session_id, accounting, amount, delta, cap, delta_cap, "
+               "query_sha256, mechanisms, status, prev_hash, row_hash")
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
-    return Entry(int(row[0]), str(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
-                 row[10], row[11], row[12], row[13], row[14])
+    return Entry(int(row[0]), str(row[1]), *row[2:])
 
 
 def clean(d: Decimal) -> Decimal:
@@ -185,10 +192,10 @@ def clean(d: Decimal) -> Decimal:
 
 
 def _budget(row: tuple[Any, ...]) -> Budget:
-    principal, accounting, limit, spent, dl, ds, cap = row
+    principal, accounting, limit, spent, dl, ds, cap, dq = row
     with decimal.localcontext(_CTX):
         return Budget(principal, accounting, clean(limit), clean(spent), clean(max(limit - spent, Decimal(0))),
-                      clean(dl), clean(ds), None if cap is None else clean(cap))
+                      clean(dl), clean(ds), None if cap is None else clean(cap), None if dq is None else clean(dq))
 
 
 def _process_lock(path: Path) -> threading.Lock:
@@ -335,9 +342,7 @@ class Ledger:
         try:
             row = con.execute("SELECT value FROM meta WHERE key = 'dataset_id'").fetchone()
             entries = [_entry(r) for r in con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()]
-            budgets = {r[0]: _budget(r) for r in con.execute(
-                "SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap FROM budgets"
-            ).fetchall()}
+            budgets = {r[0]: _budget(r) for r in con.execute(f"SELECT {_BUDGET_COLS} FROM budgets").fetchall()}
             glob = {r[0]: r[1:] for r in con.execute(
                 "SELECT accounting, limit_, spent, delta_limit, delta_spent FROM global_budgets").fetchall()}
         except duckdb.Error:
@@ -345,7 +350,7 @@ class Ledger:
         if row is None or row[0] != self.dataset_id:
             raise _unavailable("the ledger belongs to another dataset")
         prev = genesis_hash(self.dataset_id)
-        expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap]
+        expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap, dcap]
         gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
         spent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
         dspent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
@@ -356,7 +361,7 @@ class Ledger:
             if e.kind == "grant":
                 old = expect.get(e.principal)
                 expect[e.principal] = [e.accounting, e.amount, old[2] if old else Decimal(0), e.delta,
-                                       old[4] if old else Decimal(0), e.cap]
+                                       old[4] if old else Decimal(0), e.cap, e.delta_cap]
             elif e.kind == "global_limit":
                 gexp[e.accounting] = [e.amount, spent_by_acc[e.accounting], e.delta, dspent_by_acc[e.accounting]]
             else:
@@ -370,7 +375,7 @@ class Ledger:
                 if e.accounting in gexp:
                     gexp[e.accounting][1] += e.amount
                     gexp[e.accounting][3] += e.delta
-        actual = {p: [b.accounting, b.limit, b.spent, b.delta_limit, b.delta_spent, b.per_query_cap]
+        actual = {p: [b.accounting, b.limit, b.spent, b.delta_limit, b.delta_spent, b.per_query_cap, b.delta_per_query]
                   for p, b in budgets.items()}
         if actual != expect:
             raise _unavailable("budgets do not match the charge log")
@@ -422,13 +427,15 @@ class Ledger:
         e = Entry(seq=seq, entry_id=str(uuid.uuid4()), ts=_now(), prev_hash=prev, **fields)
         digest = entry_hash(prev, e)
         con.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, CAST(? AS DECIMAL(38, 18)), "
-                    "CAST(? AS DECIMAL(38, 30)), CAST(? AS DECIMAL(38, 18)), ?, ?, ?, ?, ?)",
+                    "CAST(? AS DECIMAL(38, 30)), CAST(? AS DECIMAL(38, 18)), CAST(? AS DECIMAL(38, 30)), "
+                    "?, ?, ?, ?, ?)",
                     [e.seq, e.entry_id, e.kind, e.ts, e.principal, e.session_id, e.accounting, e.amount, e.delta,
-                     e.cap, e.query_sha256, e.mechanisms, e.status, prev, digest])
+                     e.cap, e.delta_cap, e.query_sha256, e.mechanisms, e.status, prev, digest])
         return Entry(**{**e.__dict__, "row_hash": digest})
 
     def grant(self, principal: str, accounting: Accounting, limit: Decimal | float | str,
-              delta_limit: Decimal | float | str = 0, per_query_cap: Decimal | float | str | None = None) -> Budget:
+              delta_limit: Decimal | float | str = 0, per_query_cap: Decimal | float | str | None = None,
+              delta_per_query: Decimal | float | str | None = None) -> Budget:
         """Set ``principal``'s limit (creating the budget); the change is itself a log entry.
 
         A principal keeps one accounting for life; the limit may be raised or lowered (never below 0)."""
@@ -437,9 +444,9 @@ class Ledger:
         lim = round_up(to_decimal(limit, "limit"))
         dl = round_up(to_decimal(delta_limit, "delta"), DELTA_PLACES)
         cap = None if per_query_cap is None else round_up(to_decimal(per_query_cap, "per_query_cap"))
-        if lim > _MAX_AMOUNT or (cap is not None and cap > _MAX_AMOUNT):
-            raise ValueError("limit is too large")
-        if dl >= 1:
+        dq = None if delta_per_query is None else round_up(to_decimal(delta_per_query, "delta_per_query"),
+                                                           DELTA_PLACES)
+        if dl >= 1 or (dq is not None and dq >= 1):
             raise ValueError("delta must be below 1")
 
         def run(con: duckdb.DuckDBPyConnection) -> Budget:
@@ -447,13 +454,14 @@ class Ledger:
             if row is not None and row[0] != accounting:
                 raise ValueError(f"principal {principal!r} already has a {row[0]!r} budget")
             e = self._append(con, kind="grant", principal=principal, session_id=None, accounting=accounting,
-                             amount=lim, delta=dl, cap=cap, query_sha256=None, mechanisms=None, status="granted")
+                             amount=lim, delta=dl, cap=cap, delta_cap=dq, query_sha256=None, mechanisms=None,
+                             status="granted")
             if row is None:
-                con.execute("INSERT INTO budgets (principal, accounting, limit_, delta_limit, per_query_cap) "
-                            "VALUES (?, ?, ?, ?, ?)", [principal, accounting, lim, dl, cap])
+                con.execute("INSERT INTO budgets (principal, accounting, limit_, delta_limit, per_query_cap, "
+                            "delta_per_query) VALUES (?, ?, ?, ?, ?, ?)", [principal, accounting, lim, dl, cap, dq])
             else:
-                con.execute("UPDATE budgets SET limit_ = ?, delta_limit = ?, per_query_cap = ? WHERE principal = ?",
-                            [lim, dl, cap, principal])
+                con.execute("UPDATE budgets SET limit_ = ?, delta_limit = ?, per_query_cap = ?, delta_per_query = ? "
+                            "WHERE principal = ?", [lim, dl, cap, dq, principal])
             return self._read_budget(con, principal), e
 
         return self._retrying(run)
@@ -470,7 +478,8 @@ class Ledger:
 
         def run(con: duckdb.DuckDBPyConnection) -> None:
             e = self._append(con, kind="global_limit", principal="*", session_id=None, accounting=accounting,
-                             amount=lim, delta=dl, cap=None, query_sha256=None, mechanisms=None, status="granted")
+                             amount=lim, delta=dl, cap=None, delta_cap=None, query_sha256=None, mechanisms=None,
+                             status="granted")
             spent, dspent = con.execute(
                 "SELECT coalesce(sum(amount), 0), coalesce(sum(delta), 0) FROM entries "
                 "WHERE kind = 'charge' AND accounting = ?", [accounting]).fetchone()
@@ -528,7 +537,7 @@ class Ledger:
                 if not ok:
                     raise PrivacyError("DPSQL-E070", "the dataset-wide budget is exhausted; nothing was charged")
             e = self._append(con, kind="charge", principal=principal, session_id=session_id, accounting=acc,
-                             amount=c, delta=d, cap=None, query_sha256=query_sha256, mechanisms=mech,
+                             amount=c, delta=d, cap=None, delta_cap=None, query_sha256=query_sha256, mechanisms=mech,
                              status="reserved")
             return Charge(e.seq, clean(c), clean(d), self._read_budget(con, principal)), e
 
@@ -556,8 +565,7 @@ class Ledger:
                                                 [_now(), session_id]), None))
 
     def _read_budget(self, con: duckdb.DuckDBPyConnection, principal: str) -> Budget:
-        row = con.execute("SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap "
-                          "FROM budgets WHERE principal = ?", [principal]).fetchone()
+        row = con.execute(f"SELECT {_BUDGET_COLS} FROM budgets WHERE principal = ?", [principal]).fetchone()
         if row is None:
             raise PrivacyError("DPSQL-E070", f"principal {principal!r} has no budget")
         return _budget(row)
@@ -570,8 +578,7 @@ class Ledger:
     def budgets(self) -> list[Budget]:
         """All principals' budgets, by name."""
         with self._transaction(write=False) as con:
-            rows = con.execute("SELECT principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap "
-                               "FROM budgets ORDER BY principal").fetchall()
+            rows = con.execute(f"SELECT {_BUDGET_COLS} FROM budgets ORDER BY principal").fetchall()
         return [_budget(r) for r in rows]
 
     def global_limits(self) -> dict[str, tuple[Decimal, Decimal]]:

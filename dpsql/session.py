@@ -116,8 +116,7 @@ class Session:
     def catalog(self) -> Catalog:
         """The guard's view of the database for this analyst (from dpsql metadata only)."""
         b = self._budget
-        cap = b.per_query_cap if b.accounting == "pure" else None
-        return policy.build_catalog(self._tables(), b.accounting, b.delta_limit - b.delta_spent, cap)
+        return policy.build_catalog(self._tables(), b.accounting, b.query_delta(), b.per_query_cap)
 
     def tables(self) -> list[TableInfo]:
         """The protected and public tables this analyst may query, from dpsql's metadata."""

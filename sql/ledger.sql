@@ -9,7 +9,8 @@ CREATE TABLE IF NOT EXISTS meta (
   value          VARCHAR NOT NULL
 );
 
--- one row per principal; limit_ in epsilon ('pure') or rho ('zcdp'); per_query_cap NULL = no cap.
+-- one row per principal; limit_ in epsilon ('pure') or rho ('zcdp'); per_query_cap NULL = no cap;
+-- delta_per_query: the delta one query may spend on partition selection (NULL = the whole delta_limit).
 -- The charge protocol is one conditional UPDATE: spent + c <= limit_ (a concurrent writer conflicts).
 CREATE TABLE IF NOT EXISTS budgets (
   principal      VARCHAR PRIMARY KEY,
@@ -18,7 +19,8 @@ CREATE TABLE IF NOT EXISTS budgets (
   spent          DECIMAL(38, 18) NOT NULL DEFAULT 0,
   delta_limit    DECIMAL(38, 30) NOT NULL DEFAULT 0 CHECK (delta_limit >= 0 AND delta_limit < 1),
   delta_spent    DECIMAL(38, 30) NOT NULL DEFAULT 0,
-  per_query_cap  DECIMAL(38, 18)
+  per_query_cap  DECIMAL(38, 18),
+  delta_per_query DECIMAL(38, 30)
 );
 
 -- optional dataset-wide limits, one per accounting, bounding what all principals together
@@ -46,6 +48,7 @@ CREATE TABLE IF NOT EXISTS entries (
   amount         DECIMAL(38, 18) NOT NULL CHECK (amount >= 0),  -- charge: cost; grant: the new limit
   delta          DECIMAL(38, 30) NOT NULL DEFAULT 0,             -- charge: delta; grant: the new delta limit
   cap            DECIMAL(38, 18),                                -- grant: the new per-query cap
+  delta_cap      DECIMAL(38, 30),                                -- grant: the new delta per query
   query_sha256   VARCHAR,                                        -- charge: sha256 of the executed SQL
   mechanisms     VARCHAR,                                        -- charge: canonical JSON of the plan's mechanisms
   status         VARCHAR NOT NULL CHECK (status IN ('granted', 'reserved', 'released', 'failed_after_start')),

@@ -105,6 +105,18 @@ def test_delta_budget_is_charged_separately(path: Path) -> None:
     assert (b.spent, b.delta_spent) == (Decimal(1), Decimal("6e-7"))
 
 
+def test_delta_per_query_defaults_to_what_remains(path: Path) -> None:
+    led = Ledger(path, DATASET, create=True)
+    led.grant("d", "pure", 10, delta_limit=Decimal("1e-6"), delta_per_query=Decimal("4e-7"))
+    assert led.budget("d").query_delta() == Decimal("4e-7")
+    led.charge("d", 1, Decimal("4e-7"))
+    led.charge("d", 1, Decimal("4e-7"))
+    assert led.budget("d").query_delta() == Decimal("2e-7")  # never more than remains
+    led.grant("d", "pure", 10, delta_limit=Decimal("1e-6"))
+    assert led.budget("d").query_delta() == Decimal("2e-7")
+    Ledger(path, DATASET).verify()
+
+
 def test_regrant_keeps_spending_and_is_a_log_entry(ledger: Ledger) -> None:
     ledger.charge("alice", Decimal("0.75"))
     ledger.grant("alice", "pure", Decimal("2"))
@@ -258,7 +270,8 @@ def test_entry_hash_covers_every_immutable_field(ledger: Ledger) -> None:
     e = ledger.entries(kind="charge")[0]
     assert entry_hash(e.prev_hash, e) == e.row_hash
     for change in ({"amount": Decimal("0.2")}, {"query_sha256": "ac"}, {"mechanisms": "[]"}, {"session_id": "t"},
-                   {"kind": "grant"}, {"accounting": "zcdp"}, {"delta": Decimal("1e-30")}):
+                   {"kind": "grant"}, {"accounting": "zcdp"}, {"delta": Decimal("1e-30")}, {"cap": Decimal(1)},
+                   {"delta_cap": Decimal("1e-9")}, {"seq": 99}, {"principal": "bob"}):
         forged = type(e)(**{**e.__dict__, **change})
         assert entry_hash(e.prev_hash, forged) != e.row_hash
 
