@@ -1,1 +1,391 @@
-"""(placeholder: methods of this family are registered here)"""
+"""Asymmetric sensitivity mechanism (seed 002, Durfee NeurIPS 2024), re-derived for add/remove neighbours.
+
+Read ``shared/seeds/digests/002-asymmetric-sensitivity.md`` with this file.
+
+The mechanism (ASM) runs AboveThreshold with one-sided exponential noise over a fixed increasing grid of
+candidate outputs t, with the "reflective inverse sensitivity" query ``s(x; t) = -(len(x; t) - 1/2)`` below
+f(x) and ``+(len(x; t) - 1/2)`` above, and outputs the first candidate whose noisy query crosses the noisy
+threshold.  ``len`` is computed from lower/upper output bounds ``Lbar^l`` / ``Ubar^l`` (the smallest /
+largest value of f within l add/remove operations, or valid relaxations of them).
+
+What changed against the paper (swap neighbours, public n), and why:
+
+* **Neighbours add or remove a row.**  The bounds are re-derived: for the population variance
+  ``L^l(x) = min_{k <= l} W_k / (n + l - 2k)``, with ``W_k`` the smallest sum of squared deviations of a
+  window of ``n - k`` sorted values (remove k extremes, add ``l - k`` rows at the mean of the rest); for a
+  sum of non-negative terms ``L^l`` drops the l largest and ``U^l = f + l * B`` adds l rows at the upper
+  bound B.  Every bound is the infimum (supremum) of f over the ball of radius l, truncated to 0 (``+inf``)
+  past a level ``h(x)`` with ``|h(x) - h(x')| <= 1`` for neighbours, so Def. A.1 of the paper holds
+  (``Lbar^l(x) >= Lbar^{l+1}(x')`` by ball inclusion) and the queries have sensitivity 1.
+* **The query at t = f** is taken as -1/2 (instead of 0): with ``len^-(t) = min{l >= 1 : Lbar^l <= t}``
+  for ``t <= f`` and the upper bounds for ``t > f``, neighbours differ by at most 1 (the only new case,
+  ``f(x') < t <= f(x)``, has ``Lbar^1(x) <= f(x') < t``, so ``len^-(x; t) = 1``).
+* **A scale-free grid** (digest pitfall 1): ``t_0 = 0`` and ``t_i = 2**-1000 * BETA**(i-1)`` up to
+  ``2**1020``, i.e. the same relative resolution ``BETA - 1`` at every scale (the paper's ``BETA**i - 1``
+  has an additive resolution of 0.005 near 0).  That is about 280,000 candidates, yet each run costs
+  O(C): the queries take only C + O(1) distinct values along the grid (runs of equal s), and the first
+  crossing inside a run of equal queries is geometric given the noisy threshold, so it is drawn exactly
+  in one step (``floor(E / lambda)``, ``lambda = -log(1 - p)``, ``p = exp(-eps2 (T - s))``).  This is the
+  same output distribution as scanning the grid query by query.
+* **Truncation scaled with 1/eps** (pitfall 3): below ``Lbar^C`` every query is ``-(C + 1/2)``; with
+  ``Q`` candidates there a false stop has probability at most ``Q exp(-eps2 (C + 1/2))``, so
+  ``C = ceil((ln Q + C_SLACK) / eps2)`` (clamped to [C_MIN, C_MAX]; it depends on eps only, never on
+  the private n).
+* **The heavy right tail** (pitfall 2): with no upper bound every query above f is +1/2 and the overshoot
+  K (grid steps past f) has ``P(K >= k) ~ Gamma(r+1) e^{-eps1/2} k^{-r}`` with ``r = eps1/eps2``.  The
+  paper's equal split (r = 1) gives a 1/k tail (0.7% of runs above 2 f); we use r = 2 (``RATIO``).
+  With both bounds, queries above the largest possible value of f are ``+inf`` (output capped).
+
+Floating point: the output is always a grid point (a data-independent set); the bounds are computed
+without cancellation (sums accumulate outward from an anchor inside every window), so they are exact to
+relative rounding error, and the crossing probabilities are float64 (relative error ~1e-16, as for the
+discrete Laplace sampler).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..noise import Rng
+from .accounting import Privacy
+from .batch import Batch
+from .primitives import noisy_count, pow2_floor
+from .registry import Method, Params, register
+from .universal import _bounded, mean_range
+
+__all__ = [
+    "BETA",
+    "BETA_SUM",
+    "RATIO",
+    "asm_scan",
+    "grid_value",
+    "var_bounds",
+    "sum_bounds",
+    "truncation",
+    "run_var",
+    "run_mean",
+    "run_sum",
+]
+
+BETA = 1.005  # the paper's grid ratio (variance)
+BETA_SUM = 1.001  # finer grid for sums/means (their bands are ~1/n wide; see run_mean)
+LOG_G0 = -1000.0 * math.log(2.0)  # t_1 = 2**-1000
+LOG_TOP = 1020.0 * math.log(2.0)  # last grid point ~ 2**1020
+RATIO = 2.0  # eps1 / eps2 (threshold / query noise); 1 is the paper's split
+C_SLACK = 7.0  # false stop below Lbar^C with probability <= e^-7
+C_MIN = 100  # the paper's c
+C_MAX = 1000  # O(min(C, n)^2) work per group
+
+# budget shares
+SPLIT_VAR_BOUNDED = {"asm": 1.0}
+SPLIT_MEAN = {"bound": 0.1, "range": 0.2, "count": 0.1, "asm": 0.6}  # no `lower :=`: private lower bound
+SPLIT_MEAN_LOWER = {"count": 0.15, "asm": 0.85}  # `lower :=` given
+
+
+# --------------------------------------------------------------------------- the grid and the scan
+
+
+def _grid_size(log_beta: float) -> int:
+    """Number of positive grid points (indices 1..I)."""
+    return int(math.ceil((LOG_TOP - LOG_G0) / log_beta)) + 1
+
+
+def grid_value(idx: np.ndarray, log_beta: float) -> np.ndarray:
+    """Candidate ``t_idx``: 0 for idx 0, else ``2**-1000 * beta**(idx-1)``."""
+    idx = np.asarray(idx)
+    return np.where(idx == 0, 0.0, np.exp(LOG_G0 + np.maximum(idx - 1, 0) * log_beta))
+
+
+def _n_le(logv: np.ndarray, log_beta: float, I: int) -> np.ndarray:
+    """#{grid points <= v} given log v (-inf for v = 0, +inf allowed)."""
+    with np.errstate(invalid="ignore"):
+        k = np.floor((logv - LOG_G0) / log_beta) + 1.0
+    k = np.where(np.isnan(k), 0.0, k)
+    return 1 + np.clip(k, 0, I).astype(np.int64)
+
+
+def _n_lt(logv: np.ndarray, log_beta: float, I: int) -> np.ndarray:
+    """#{grid points < v} given log v (0 for v = 0)."""
+    with np.errstate(invalid="ignore"):
+        k = np.ceil((logv - LOG_G0) / log_beta)
+    k = np.where(np.isnan(k), 0.0, k)
+    return np.where(np.isneginf(logv), 0, 1 + np.clip(k, 0, I).astype(np.int64))
+
+
+def truncation(eps2: float, log_beta: float) -> int:
+    """C: how many lower bounds to compute (eps-dependent, never data-dependent)."""
+    q = math.log(_grid_size(log_beta) + 1)
+    return int(min(C_MAX, max(C_MIN, math.ceil((q + C_SLACK) / eps2))))
+
+
+def asm_scan(
+    log_f: np.ndarray,
+    log_lower: np.ndarray,
+    log_upper: np.ndarray,
+    log_cap: np.ndarray,
+    eps1: float,
+    eps2: float,
+    rng: Rng,
+    log_beta: float,
+) -> np.ndarray:
+    """AboveThreshold with exponential noise over the grid, for every group at once; returns t.
+
+    ``log_lower[g, l-1] = log Lbar^l`` (l = 1..C, non-increasing, ``-inf`` for 0; ``Lbar^l = 0`` past C),
+    ``log_upper[g, l-1] = log Ubar^l`` (l = 1..K, non-decreasing; ``Ubar^l = +inf`` past K, i.e. the
+    query is ``K + 1/2`` there), ``log_cap[g]``: candidates above it are impossible values of f for any
+    dataset (query ``+inf``; ``+inf`` when there is no such cap).  Threshold noise Expo(1/eps1), query
+    noise Expo(1/eps2), sensitivity 1: (eps1 + 2 eps2)-DP, or (eps1 + eps2)-DP when the queries are
+    monotone (Durfee 2023, Prop. 2.5 of the paper).  A run that never crosses returns the last grid
+    point (data-independent).
+    """
+    G = log_f.size
+    I = _grid_size(log_beta)
+    C = log_lower.shape[1]
+    K = log_upper.shape[1]
+    # boundaries in grid-index space, increasing in t
+    b_low = _n_lt(log_lower[:, ::-1], log_beta, I)  # starts of runs l = C..1
+    b_f = _n_le(log_f, log_beta, I)[:, None]
+    b_up = _n_le(log_upper, log_beta, I)
+    b_cap = _n_le(log_cap, log_beta, I)[:, None]
+    bounds = np.concatenate(
+        [np.zeros((G, 1), np.int64), b_low, b_f, b_up, b_cap, np.full((G, 1), I + 1, np.int64)], axis=1
+    )
+    bounds = np.maximum.accumulate(bounds, axis=1)
+    start, length = bounds[:, :-1], np.diff(bounds, axis=1)
+    s = np.concatenate(
+        [-(np.arange(C + 1, 0, -1) - 0.5), np.arange(1, K + 2) - 0.5, [np.inf]]
+    )  # runs: l = C+1..1 below f, 1..K+1 above, +inf above the cap
+    thr = rng.exponential(G) / eps1
+    gap = np.maximum(thr[:, None] - s[None, :], 0.0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        p = np.exp(-eps2 * gap)
+        lam = -np.log1p(-p)  # +inf when p == 1, 0 when p underflows
+        j = np.floor(rng.exponential(start.size).reshape(start.shape) / lam)
+    j = np.where(np.isnan(j), np.inf, j)
+    fire = j < length
+    first = np.argmax(fire, axis=1)
+    any_fire = fire[np.arange(G), first]
+    idx = np.where(any_fire, start[np.arange(G), first] + np.where(any_fire, j[np.arange(G), first], 0), I)
+    return grid_value(idx.astype(np.int64), log_beta)
+
+
+# --------------------------------------------------------------------------- variance bounds
+
+
+def _rev_cumsum(a: np.ndarray) -> np.ndarray:
+    """``out[:, j] = sum(a[:, j:])`` accumulated from the right (no subtraction); one extra 0 column."""
+    out = np.zeros((a.shape[0], a.shape[1] + 1))
+    if a.shape[1]:
+        out[:, :-1] = np.cumsum(a[:, ::-1], axis=1)[:, ::-1]
+    return out
+
+
+def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(log f, log Lbar)`` for the population variance under add/remove: ``Lbar`` is ``[G, C]``.
+
+    ``f = (1/n) sum (x - mean)**2`` (0 for n <= 1, and for the empty set).  For ``l < h = min(C + 1,
+    ceil(n/2))``: ``Lbar^l = L^l = min_{k <= l} W_k / (n + l - 2k)`` (exact infimum over the add/remove ball:
+    removing k rows leaves at best a window of n - k sorted values, and adding ``l - k`` rows at its mean
+    divides its SSD by the new size); ``Lbar^l = 0`` for ``l >= h``.  As ``|h(x) - h(x')| <= 1``, Def. A.1
+    holds.  The cut at ceil(n/2) keeps every window around the median, where sums are accumulated outward
+    (no cancellation even with huge outliers).  Work: O(n + min(C, n)^2) per group.
+    """
+    G = s.groups
+    n = s.sizes
+    off = s.offsets
+    gid = s.group_ids
+    has = n > 0
+    last = max(s.values.size - 1, 0)
+    if s.values.size == 0:
+        return np.full(G, -np.inf), np.full((G, C), -np.inf)
+    xm = np.where(has, s.values[np.minimum(off[:-1] + n // 2, last)], 0.0)
+    first = np.where(has, s.values[np.minimum(off[:-1], last)], 0.0)
+    lastv = np.where(has, s.values[np.maximum(off[1:] - 1, 0)], 0.0)
+    spread = np.maximum(xm - first, lastv - xm)
+    sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
+    d = (s.values - xm[gid]) / sc[gid]
+    kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
+    pos = np.arange(s.values.size) - off[gid]
+    core = (pos >= kg[gid]) & (pos < n[gid] - kg[gid])
+    s1c = np.bincount(gid[core], weights=d[core], minlength=G)
+    s2c = np.bincount(gid[core], weights=d[core] ** 2, minlength=G)
+    cw = int(kg.max()) if G else 0
+    jj = np.arange(cw)
+    ok = jj[None, :] < kg[:, None]
+    lo = np.where(ok, d[np.clip(off[:-1, None] + jj[None, :], 0, last)], 0.0)
+    hi = np.where(ok, d[np.clip(off[1:, None] - 1 - jj[None, :], 0, last)], 0.0)
+    ls1, ls2 = _rev_cumsum(lo), _rev_cumsum(lo * lo)
+    hs1, hs2 = _rev_cumsum(hi), _rev_cumsum(hi * hi)
+    W = np.full((G, cw + 1), np.inf)
+    nf = n.astype(np.float64)
+    for k in range(cw + 1):
+        i = np.arange(k + 1)
+        s1 = s1c[:, None] + ls1[:, k - i] + hs1[:, i]
+        s2 = s2c[:, None] + ls2[:, k - i] + hs2[:, i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ssd = np.maximum(s2 - s1 * s1 / np.maximum(nf - k, 1.0)[:, None], 0.0)
+        W[:, k] = np.where(k <= kg, ssd.min(axis=1), np.inf)
+    f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
+    L = np.zeros((G, C))
+    for l in range(1, min(cw, C) + 1):
+        k = np.arange(l + 1)
+        den = nf[:, None] + l - 2.0 * k[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = np.where(k[None, :] <= kg[:, None], W[:, : l + 1] / np.maximum(den, 1.0), np.inf)
+        L[:, l - 1] = np.where(l <= kg, val.min(axis=1), 0.0)
+    L = np.minimum.accumulate(np.minimum(L, f[:, None]), axis=1)
+    with np.errstate(divide="ignore"):
+        two_log_sc = 2.0 * np.log(sc)
+        return np.log(f) + two_log_sc, np.log(L) + two_log_sc[:, None]
+
+
+# --------------------------------------------------------------------------- sum bounds
+
+
+def sum_bounds(s: Batch, a: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(log f, log Lbar, log scale)`` for ``f = sum (x - a)`` over a sorted batch with every x >= a.
+
+    Add/remove: the smallest sum within l operations drops the l largest terms (adding a term >= 0 never
+    lowers it), exact for l <= C, 0 past C (or past n).  Sums accumulate from the small terms outward, so
+    no cancellation.  Returned in log units of the true sum.
+    """
+    G = s.groups
+    n = s.sizes
+    off = s.offsets
+    gid = s.group_ids
+    if s.values.size == 0:
+        return np.full(G, -np.inf), np.full((G, C), -np.inf), np.zeros(G)
+    last = s.values.size - 1
+    w = np.maximum(s.values - a[gid], 0.0)
+    top = np.where(n > 0, w[np.maximum(off[1:] - 1, 0)], 0.0)
+    sc = np.where(top > 0, pow2_floor(np.maximum(top, 2.0**-1000)), 1.0)
+    w = w / sc[gid]
+    cg = np.minimum(n, C)
+    pos = np.arange(w.size) - off[gid]
+    core = pos < n[gid] - cg[gid]
+    base = np.bincount(gid[core], weights=w[core], minlength=G)
+    jj = np.arange(C)
+    ok = jj[None, :] < cg[:, None]
+    tops = np.where(ok, w[np.clip(off[1:, None] - 1 - jj[None, :], 0, last)], 0.0)
+    # L^l = base + sum of tops[l:] (the top values left after dropping the l largest)
+    rest = _rev_cumsum(tops)
+    f = base + rest[:, 0]
+    L = base[:, None] + rest[:, 1:]
+    L = np.where(jj[None, :] + 1 < n[:, None], L, 0.0)
+    with np.errstate(divide="ignore"):
+        ls = np.log(sc)
+        return np.log(f) + ls, np.log(L) + ls[:, None], ls
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_var, asymmetric sensitivity mechanism (seed 002, Alg. 2, add/remove form).  Cost eps (pure).
+
+    ``eps = eps1 + 2 eps2`` with ``eps1 = RATIO * eps2``: the variance queries are not monotone (digest
+    4.5), so the general AboveThreshold bound applies.  No bounds needed: above f every query is +1/2
+    (adding one row can raise the variance arbitrarily).  With ``lower`` and ``upper`` the data are
+    clamped and candidates above ``(upper - lower)**2 / 4`` (the largest variance of any dataset in the
+    bounds) are ``+inf``, which caps the output; one given bound only clamps.  Targets the population
+    variance (1/n); never NULL (an empty group releases a grid point).  O(n + min(C, n)^2) per group.
+    """
+    eps = budget.epsilon
+    eps2 = eps / (RATIO + 2.0)
+    eps1 = RATIO * eps2
+    lb = math.log(BETA)
+    C = truncation(eps2, lb)
+    s = _bounded(batch, params).sorted()
+    log_f, log_L = var_bounds(s, C)
+    if params.lower is not None and params.upper is not None:
+        cap = np.full(s.groups, 2.0 * math.log(max(params.upper - params.lower, 2.0**-1000) / 2.0))
+    else:
+        cap = np.full(s.groups, np.inf)
+    t = asm_scan(log_f, log_L, np.zeros((s.groups, 0)), cap, eps1, eps2, rng, lb)
+    if params.lower is not None and params.upper is not None:
+        t = np.minimum(t, (params.upper - params.lower) ** 2 / 4.0)
+    return t
+
+
+def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, rng: Rng) -> np.ndarray:
+    """ASM for ``sum (x - a)`` (x clamped to [a, upper]); monotone queries: ``eps = eps1 + eps2``.
+
+    Monotone under add/remove: adding a row z >= a raises f and every ``Lbar^l`` and ``Ubar^l``, so the
+    query sequence of the larger dataset is pointwise <= the smaller one's.  Upper bounds: ``+inf`` for
+    l >= 1 without ``upper``; with it, ``Ubar^l = f + l (upper - a)`` (exact: add l rows at the top) for
+    l <= C, ``+inf`` past C.
+    """
+    G = s.groups
+    eps2 = eps / (RATIO + 1.0)
+    eps1 = RATIO * eps2
+    lb = math.log(BETA_SUM)
+    C = truncation(eps2, lb)
+    log_f, log_L, _ = sum_bounds(s, a, C)
+    if upper is None:
+        log_U = np.zeros((G, 0))
+    else:
+        B = np.maximum(upper - a, 0.0)
+        with np.errstate(divide="ignore", over="ignore"):
+            f = np.exp(log_f)
+            log_U = np.log(f[:, None] + np.arange(1, C + 1)[None, :] * B[:, None])
+    return asm_scan(log_f, log_L, log_U, np.full(G, np.inf), eps1, eps2, rng, lb)
+
+
+def _lower_and_clamp(
+    batch: Batch, params: Params, eps: float, split: dict, rng: Rng
+) -> tuple[Batch, np.ndarray, float | None]:
+    """Clamp to the user's bounds; if ``lower`` is missing, use the lower end of the private clipping
+    range of :func:`~dpsql.core.universal.mean_range` (cost ``split['bound'] + split['range']``)."""
+    s = _bounded(batch, params).sorted()
+    if params.lower is not None:
+        a = np.full(s.groups, float(params.lower))
+    else:
+        l, _ = mean_range(s, split["bound"] * eps, split["range"] * eps, rng, params.beta, eps)
+        a = l if params.upper is None else np.minimum(l, params.upper)
+    gid = s.group_ids
+    v = np.maximum(s.values, a[gid])
+    out = Batch(v, s.offsets)
+    out._sorted = out  # a monotone map keeps the order
+    return out, a, params.upper
+
+
+def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_mean, asymmetric: ASM on the sum of per-row terms ``x - a`` >= 0, divided by a noisy count.
+
+    Under add/remove the *mean* is not monotone (x = {0, 10}, x' = x + {4}: L^1 rises, f falls), so we
+    release the *sum* of ``x - a`` (monotone, ``eps1 + eps2``) and a noisy count: ``a + S / n~``.  ``a`` is
+    ``lower`` if given, else the lower end of a private range (seed 003 ``mean_range``).  No upper bound
+    is needed (the right tail is never clipped); ``upper`` clamps and tightens the queries above f.
+    Cost eps (pure): SPLIT_MEAN (bound 0.1 + range 0.2 + count 0.1 + ASM 0.6) or, with ``lower``,
+    SPLIT_MEAN_LOWER (count 0.15 + ASM 0.85).  NULL when the noisy count < 1.
+    """
+    eps = budget.epsilon
+    sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
+    s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
+    n = noisy_count(s, sp["count"] * eps, rng)
+    S = _asm_sum(s, a, upper, sp["asm"] * eps, rng)
+    mean = a + S / np.maximum(n, 1.0)
+    if upper is not None:
+        mean = np.minimum(mean, upper)
+    return np.where(n >= 1.0, mean, np.nan)
+
+
+def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_sum, asymmetric: ``a * n~ + S`` with S the ASM sum of ``x - a`` >= 0 (see :func:`run_mean`).
+
+    Cost eps (pure), same splits as the mean (the count is needed for the shift ``a n``).
+    """
+    eps = budget.epsilon
+    sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
+    s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
+    n = np.maximum(noisy_count(s, sp["count"] * eps, rng), 0.0)
+    S = _asm_sum(s, a, upper, sp["asm"] * eps, rng)
+    return a * n + S
+
+
+_SRC = "seed 002 (Durfee), add/remove form"
+register(Method("var", "asymmetric", "pure", run_var, "asymmetric sensitivity mechanism, scale-free grid", source=_SRC))
+register(Method("mean", "asymmetric", "pure", run_mean, "ASM on the sum of x - lower, / noisy count", source=_SRC))
+register(Method("sum", "asymmetric", "pure", run_sum, "ASM on the sum of x - lower, + lower * count", source=_SRC))
