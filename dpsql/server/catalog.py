@@ -123,6 +123,7 @@ CREATE TABLE pg_foreign_table (ftrelid BIGINT, ftserver BIGINT, ftoptions VARCHA
 CREATE TABLE pg_partitioned_table (partrelid BIGINT, partstrat VARCHAR, partnatts SMALLINT);
 CREATE TABLE pg_depend (classid BIGINT, objid BIGINT, objsubid INTEGER, refclassid BIGINT, refobjid BIGINT,
   refobjsubid INTEGER, deptype VARCHAR);
+CREATE TABLE pg_opclass (oid BIGINT, opcmethod BIGINT, opcname VARCHAR, opcnamespace BIGINT, opcdefault BOOLEAN);
 CREATE TABLE pg_event_trigger (oid BIGINT, evtname VARCHAR);
 CREATE TABLE pg_settings (name VARCHAR, setting VARCHAR, unit VARCHAR, category VARCHAR, short_desc VARCHAR,
   context VARCHAR, vartype VARCHAR, source VARCHAR);
@@ -217,8 +218,9 @@ SETTINGS: dict[str, str] = {
 _REWRITES = [
     (re.compile(r"OPERATOR\s*\(\s*(?:pg_catalog\s*\.\s*)?([^)\s]+)\s*\)", re.I), r"\1"),
     (re.compile(r"\s+COLLATE\s+(?:pg_catalog\s*\.\s*)?\"?(default|C|POSIX)\"?", re.I), ""),
-    (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b", re.I),
-     r"(SELECT oid FROM pg_class WHERE relname = '\1')"),
+    (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b", re.I), lambda m: _regclass(m.group(1))),
+    (re.compile(r"CAST\s*\(\s*'([^']*)'\s+AS\s+(?:pg_catalog\s*\.\s*)?regclass\s*\)", re.I),
+     lambda m: _regclass(m.group(1))),
     (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regtype\b", re.I),
      r"(SELECT oid FROM pg_type WHERE typname = '\1')"),
     (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regnamespace\b", re.I),
@@ -228,6 +230,18 @@ _REWRITES = [
     (re.compile(r"::\s*\"char\"", re.I), "::VARCHAR"),
     (re.compile(r"\bversion\s*\(\s*\)", re.I), "'" + VERSION_STRING + "'"),
 ]
+
+
+_SYSTEM_OIDS = {"pg_class": 1259, "pg_attribute": 1249, "pg_proc": 1255, "pg_type": 1247, "pg_namespace": 2615,
+                "pg_constraint": 2606, "pg_database": 1262, "pg_index": 2610, "pg_description": 2609,
+                "pg_trigger": 2620, "pg_rewrite": 2618, "pg_am": 2601, "pg_attrdef": 2604}
+
+
+def _regclass(name: str) -> str:
+    bare = name.split(".")[-1].strip('"')
+    if bare.lower() in _SYSTEM_OIDS:
+        return str(_SYSTEM_OIDS[bare.lower()])
+    return f"(SELECT first(oid) FROM pg_class WHERE relname = '{bare.replace(chr(39), chr(39) * 2)}')"
 
 
 def rewrite(sql: str) -> str:

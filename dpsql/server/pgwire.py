@@ -325,7 +325,7 @@ class Connection:
         except PrivacyError as e:
             raise WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}") from None
         except Exception:  # noqa: BLE001
-            log.exception("describe failed for %r", self.user)
+            log.info("describe failed for %r", self.user, exc_info=True)
             raise WireError("XX000", "dpsql: the statement could not be described") from None
         return [(name, t.oid_for_duckdb(str(typ))) for name, typ in described]
 
@@ -493,9 +493,12 @@ class Connection:
             return literal
 
         try:
-            return self.describe(substitute(stmt.sql, dummy(0)))
+            cols = self.describe(substitute(stmt.sql, dummy(0)))
         except WireError:
-            return self.describe(substitute(stmt.sql, dummy(1)))
+            cols = None
+        if not cols:  # e.g. a text column compared with the numeric dummy: try quoted dummies
+            cols = self.describe(substitute(stmt.sql, dummy(1)))
+        return cols
 
     async def execute(self, body: bytes) -> None:
         name, rest = _cstr(body)
