@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from .bounding import rewrite_bounding
+from .bounding import output_name, rewrite_bounding
 from .catalog import Catalog, TableInfo
 from .context import Context
 from .cost import check_cost
@@ -72,15 +72,19 @@ class Plan:
 
 
 def _output_columns(ctx: Context) -> list[str]:
+    """Names of the result columns; unaliased expressions get an explicit alias (their own text)."""
     tree = ctx.tree
     while not isinstance(tree, exp.Select):
         tree = tree.this if isinstance(tree, exp.Subquery) else tree.left
     info = ctx.info.get(id(tree))
     names: list[str] = []
-    for item in tree.expressions:
+    for item in list(tree.expressions):
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
             return list(info.columns) if info else []
-        names.append(item.alias_or_name or item.sql("duckdb"))
+        if not isinstance(item, exp.Alias | exp.Column):
+            name = output_name(item)
+            item.replace(exp.alias_(item.copy(), name, quoted=True))
+        names.append(tree.expressions[len(names)].alias_or_name)
     return names
 
 
@@ -103,10 +107,11 @@ def plan(sql: str, catalog: Catalog) -> Plan:
         check(ctx)
     for rewrite in REWRITES:
         rewrite(ctx)
+    columns = _output_columns(ctx)
     return Plan(
         sql=ctx.tree.sql(dialect="duckdb"),
         cost=ctx.cost,
         delta=ctx.delta,
         mechanisms=_mechanisms(ctx),
-        output_columns=_output_columns(ctx),
+        output_columns=columns,
     )

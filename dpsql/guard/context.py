@@ -112,12 +112,11 @@ class Context:
 
 
 def own_nodes(root: exp.Expression):
-    """Walk ``root``'s expression without entering nested SELECTs, set operations, subqueries or CTEs."""
+    """Walk ``root``'s expression in pre-order, left to right, without entering nested SELECTs, set
+    operations, subqueries or CTEs."""
     stack = [root]
     while stack:
         node = stack.pop()
         yield node
-        for child in node.iter_expressions():
-            if isinstance(child, exp.Query | exp.Subquery | exp.With):
-                continue
-            stack.append(child)
+        children = [c for c in node.iter_expressions() if not isinstance(c, exp.Query | exp.Subquery | exp.With)]
+        stack.extend(reversed(children))
