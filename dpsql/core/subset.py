@@ -39,7 +39,7 @@ from ..noise import Rng, exponential_mechanism
 from .accounting import Privacy
 from .batch import Batch
 from .primitives import MAX_SPAN, em_target, noisy_count, pow2_floor, release_sum, seg_count_le, seg_count_lt
-from .registry import Method, Params, register
+from .registry import Method, ParameterError, Params, register
 from .universal import B_MIN, _bounded, _intersect, infinite_range, iqr_lower_bound, mean_range
 
 __all__ = [
@@ -343,6 +343,16 @@ def alg3_rank_target(n_hat: np.ndarray, R: np.ndarray, gamma: np.ndarray, eps: f
     return alpha, t
 
 
+def _gamma(params: Params, width: np.ndarray) -> np.ndarray:
+    """Algorithm 3's gamma: ``extra['gamma']`` (a public literal > 0) or ``GAMMA_REL * (b - a)``."""
+    gamma = (params.extra or {}).get("gamma")
+    if gamma is None:
+        return np.maximum(GAMMA_REL * width, B_MIN)
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not (0 < gamma < math.inf):
+        raise ParameterError("dp_mean: gamma must be a finite number > 0")
+    return np.full(width.size, float(gamma))
+
+
 def run_subset_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean 'subset' (Algorithm 3, the digest's implementable variant): subset-optimal mean.
 
@@ -361,8 +371,7 @@ def run_subset_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> 
     e = (1.0 - share) * eps / 3.0
     n_hat = noisy_count(s, e / 2.0, rng)
     width = b - a
-    gamma = params.extra.get("gamma") if params.extra else None
-    gamma = np.full(s.groups, float(gamma)) if gamma else np.maximum(GAMMA_REL * width, B_MIN)
+    gamma = _gamma(params, width)
     alpha, t = alg3_rank_target(n_hat, width / 2.0, gamma, e)
     g = _grid(width, alpha)
     codes, K = grid_codes(s, a, b, g)

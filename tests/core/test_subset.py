@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpsql.core import Batch, Params, get_method, privacy_cost, run
+from dpsql.core import Batch, ParameterError, Params, get_method, privacy_cost, run
 from dpsql.core import subset as ss
 from dpsql.noise import Rng
 from dpsql.testing import empirical_epsilon
@@ -284,3 +284,31 @@ def test_all_equal(agg: str, name: str, kw: dict) -> None:
     out = run(agg, Batch.from_lists([[3.0] * 20_000] * 5), Params(epsilon=1.0, **kw), method=name, rng=Rng.seeded(21))
     truth = 0.0 if agg == "iqr" else 3.0
     assert np.max(np.abs(out - truth)) < 1e-3
+
+
+@pytest.mark.parametrize("agg,name,kw", METHODS, ids=[f"{a}-{n}-{k.get('p', '')}" for a, n, k in METHODS])
+def test_zero_width_bounds(agg: str, name: str, kw: dict) -> None:
+    params = Params(epsilon=1.0, lower=3.0, upper=3.0, **kw)
+    out = run(agg, Batch.from_lists([[], [1.0, 7.0], None]), params, method=name, rng=Rng.seeded(22))
+    assert np.all(out == (0.0 if agg == "iqr" else 3.0))
+
+
+def test_upper_threshold_by_negation() -> None:
+    """Footnote 2: the lower search on the reflected codes finds the rank-t threshold from the top."""
+    codes = np.arange(1000, dtype=np.int64)
+    reps = 50
+    flat, off = np.tile(codes, reps), np.arange(reps + 1) * codes.size
+    s = Batch(flat.astype(float), off)
+    K, a, g, t = np.full(reps, 999), np.zeros(reps), np.ones(reps), np.full(reps, 10.0)
+    lo = ss._threshold_value(flat, s, a, g, K, t, 1, 20.0, Rng.seeded(23), upper=False)
+    hi = ss._threshold_value(flat, s, a, g, K, t, 1, 20.0, Rng.seeded(24), upper=True)
+    assert np.all(np.abs(lo - 10) <= 3) and np.all(np.abs(hi - 989) <= 3)
+
+
+def test_gamma_parameter() -> None:
+    x = list(np.random.default_rng(8).normal(0, 1, 500))
+    out = run("mean", Batch.from_lists([x] * 20), Params(epsilon=1.0, lower=-1e4, upper=1e4, extra={"gamma": 1.0}),
+              method="subset", rng=Rng.seeded(25))
+    assert np.mean(np.abs(out - np.mean(x))) < 0.05
+    with pytest.raises(ParameterError):
+        run("mean", Batch.from_lists([x]), Params(epsilon=1.0, extra={"gamma": -1.0}), method="subset")
