@@ -89,6 +89,8 @@ __all__ = [
     "log_smooth_sensitivity_replace",
     "plan",
     "trimmed_release",
+    "release_parts",
+    "prepare",
     "SPLIT_BOUNDED",
     "SPLIT_FREE",
 ]
@@ -461,6 +463,58 @@ def plan(
 # --------------------------------------------------------------------------- release
 
 
+@dataclass
+class Parts:
+    """The main step before sampling: centre c, code step gamma, trimmed mean f and noise scale (S~/s)
+    in codes, and the noise shape, per group (exposed for the benchmark's exact variances)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    gamma: np.ndarray
+    f: np.ndarray
+    scale: np.ndarray
+    shape: np.ndarray
+
+
+def release_parts(
+    s: Batch, a: np.ndarray, b: np.ndarray, m: np.ndarray, t: np.ndarray, eps: float, family: NoiseFamily
+) -> Parts:
+    """Deterministic part of :func:`trimmed_release` (codes, exact window sums, smooth sensitivity)."""
+    G = s.groups
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), (G,))
+    b = np.broadcast_to(np.asarray(b, dtype=np.float64), (G,))
+    h = b / 2.0 - a / 2.0
+    c = a / 2.0 + b / 2.0
+    gamma = pow2_floor(np.maximum(h, TINY)) * 2.0**-CODE_SHIFT
+    kmax = np.ceil(h / gamma)
+    gid = s.group_ids
+    x = np.clip(s.values, a[gid], b[gid])
+    codes_f = np.clip(np.rint((x - c[gid]) / gamma[gid]), -kmax[gid], kmax[gid])
+    codes = codes_f.astype(np.int64)
+    n = s.sizes
+    m = np.broadcast_to(np.asarray(m, dtype=np.int64), (G,))
+    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (G,))
+    w = n - 2 * m
+    # exact window sums: codes = hi * 2**20 + lo
+    hi = codes >> 20
+    lo = codes - (hi << 20)
+    chi = np.zeros(codes.size + 1, dtype=np.int64)
+    clo = np.zeros(codes.size + 1, dtype=np.int64)
+    np.cumsum(hi, out=chi[1:])
+    np.cumsum(lo, out=clo[1:])
+    st = s.offsets[:-1] + np.clip(m, 0, n)
+    en = np.maximum(s.offsets[:-1] + np.clip(n - m, 0, n), st)
+    ksum = (chi[en] - chi[st]).astype(np.float64) * 2.0**20 + (clo[en] - clo[st]).astype(np.float64)
+    f = np.where(w >= 1, ksum / np.maximum(w, 1), 0.0)
+    logS = log_smooth_sensitivity(codes_f, s.offsets, m, t, -kmax, kmax)
+    S = np.exp(logS) * (1.0 + 2.0**-30) + 2.0 * RELEASE_CODES
+    sc, shape, _ = family.calibrate(eps, t)
+    with np.errstate(divide="ignore"):
+        scale = S / sc
+    return Parts(a, b, c, gamma, f, scale, np.asarray(shape, dtype=np.float64))
+
+
 def trimmed_release(
     s: Batch,
     a: np.ndarray,
@@ -476,79 +530,78 @@ def trimmed_release(
     ``s`` is sorted; a, b, m, t are public per group.  Privacy: 1/2 eps^2-CDP (zCDP families) or
     eps-DP (Student's t) for add/remove neighbours (module docstring).
     """
-    G = s.groups
-    a = np.broadcast_to(np.asarray(a, dtype=np.float64), (G,))
-    b = np.broadcast_to(np.asarray(b, dtype=np.float64), (G,))
-    h = b / 2.0 - a / 2.0
-    c = a / 2.0 + b / 2.0
-    gamma = pow2_floor(np.maximum(h, TINY)) * 2.0**-CODE_SHIFT
-    kmax = np.ceil(h / gamma)
-    gid = s.group_ids
-    x = np.clip(s.values, a[gid], b[gid])
-    codes_f = np.clip(np.rint((x - c[gid]) / gamma[gid]), -kmax[gid], kmax[gid])
-    codes = codes_f.astype(np.int64)
-    n = s.sizes
-    m = np.asarray(m, dtype=np.int64)
-    w = n - 2 * m
-    # exact window sums: codes = hi * 2**20 + lo
-    hi = codes >> 20
-    lo = codes - (hi << 20)
-    chi = np.zeros(codes.size + 1, dtype=np.int64)
-    clo = np.zeros(codes.size + 1, dtype=np.int64)
-    np.cumsum(hi, out=chi[1:])
-    np.cumsum(lo, out=clo[1:])
-    st = s.offsets[:-1] + np.clip(m, 0, n)
-    en = s.offsets[:-1] + np.clip(n - m, 0, n)
-    en = np.maximum(en, st)
-    ksum = (chi[en] - chi[st]).astype(np.float64) * 2.0**20 + (clo[en] - clo[st]).astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(w >= 1, ksum / np.maximum(w, 1), 0.0)
-    logS = log_smooth_sensitivity(codes_f, s.offsets, m, t, -kmax, kmax)
-    S = np.exp(logS) * (1.0 + 2.0**-30) + 2.0 * RELEASE_CODES
-    sc, shape, _ = family.calibrate(eps, t)
-    z = family.sample(np.asarray(shape, dtype=np.float64), rng)
+    p = release_parts(s, a, b, m, t, eps, family)
+    z = family.sample(p.shape, rng)
     with np.errstate(over="ignore", invalid="ignore"):
-        noise = S / sc * z
-        out_codes = snap(f, noise, np.full(G, RELEASE_CODES))
-        out = c + gamma * out_codes
-    out = np.where(np.isnan(out), c, out)
-    return np.clip(out, a, b)
+        out_codes = snap(p.f, p.scale * z, np.full(s.groups, RELEASE_CODES))
+        out = p.c + p.gamma * out_codes
+    out = np.where(np.isnan(out), p.c, out)
+    return np.clip(out, p.a, p.b)
 
 
 # --------------------------------------------------------------------------- methods
 
 
+@dataclass
+class Prepared:
+    """Everything public that the main step needs (released by the count, scale and range steps)."""
+
+    s: Batch
+    n_hat: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    m: np.ndarray
+    t: np.ndarray
+    eps_main: float
+
+
+def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: NoiseFamily) -> Prepared:
+    """Noisy count, scale bound, range (private unless lower/upper are given), then :func:`plan`.
+
+    Costs (shares in SPLIT_BOUNDED / SPLIT_FREE; for zCDP a pure eps_i step costs eps_i^2/2):
+    count: discrete Laplace (pure) or discrete Gaussian (zCDP), sensitivity 1 under add/remove;
+    scale: :func:`~dpsql.core.universal.iqr_lower_bound` (pure); range: InfiniteDomainRange on a
+    Poisson subsample as in :func:`~dpsql.core.universal.mean_range` (pure, amplified).  The plan uses
+    a conservative count n_hat - 2 sd(count noise) so that the window rarely empties.
+    """
+    pure = family.notion == "pure"
+    total = budget.epsilon if pure else budget.rho
+    bounded = params.lower is not None and params.upper is not None
+    sp = SPLIT_BOUNDED if bounded else SPLIT_FREE
+
+    def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
+        return share * total if pure else math.sqrt(2.0 * share * total)
+
+    s = _bounded(batch, params).sorted()
+    G = s.groups
+    if pure:
+        lap = 1.0 / eps_of(sp["count"])
+        n_hat = s.sizes + discrete_laplace(lap, rng, G)
+        sd = math.sqrt(2.0) * lap
+    else:
+        sd = 1.0 / math.sqrt(2.0 * sp["count"] * total)
+        n_hat = s.sizes + discrete_gaussian(sd, rng, G)
+    n_hat = n_hat.astype(np.float64)
+    b_iqr = iqr_lower_bound(s, eps_of(sp["scale"]), rng)
+    if bounded:
+        a = np.full(G, float(params.lower))
+        b = np.full(G, float(params.upper))
+    else:
+        eta = min(1.0, eps_of(1.0))
+        sub = _subsample(s, eta, rng)
+        l, r = infinite_range(sub, b_iqr, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
+        a, b = _intersect(l, r, params)
+    eps_main = eps_of(sp["main"])
+    width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
+    m, t = plan(n_hat - 2.0 * sd, 4.0 * b_iqr, width, eps_main, family)
+    return Prepared(s, n_hat, a, b, m, t, eps_main)
+
+
 def _make_run(family: NoiseFamily) -> Callable[[Batch, Privacy, Params, Rng], np.ndarray]:
     def run(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-        pure = family.notion == "pure"
-        total = budget.epsilon if pure else budget.rho
-        bounded = params.lower is not None and params.upper is not None
-        sp = SPLIT_BOUNDED if bounded else SPLIT_FREE
-
-        def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
-            return share * total if pure else math.sqrt(2.0 * share * total)
-
-        s = _bounded(batch, params).sorted()
-        G = s.groups
-        if pure:
-            n_hat = s.sizes + discrete_laplace(1.0 / eps_of(sp["count"]), rng, G)
-        else:
-            n_hat = s.sizes + discrete_gaussian(1.0 / math.sqrt(2.0 * sp["count"] * total), rng, G)
-        n_hat = n_hat.astype(np.float64)
-        b_iqr = iqr_lower_bound(s, eps_of(sp["scale"]), rng)
-        if bounded:
-            a = np.full(G, float(params.lower))
-            b = np.full(G, float(params.upper))
-        else:
-            eta = min(1.0, eps_of(1.0))
-            sub = _subsample(s, eta, rng)
-            l, r = infinite_range(sub, b_iqr, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
-            a, b = _intersect(l, r, params)
-        eps_main = eps_of(sp["main"])
-        width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
-        m, t = plan(n_hat, 4.0 * b_iqr, width, eps_main, family)
-        out = trimmed_release(s, a, b, m, t, eps_main, family, rng)
-        return np.where(n_hat >= 1.0, out, np.nan)
+        p = prepare(batch, budget, params, rng, family)
+        out = trimmed_release(p.s, p.a, p.b, p.m, p.t, p.eps_main, family, rng)
+        return np.where(p.n_hat >= 1.0, out, np.nan)
 
     run.__doc__ = (
         f"dp_mean, trimmed mean + smooth sensitivity with {family.name.upper()} noise (seed 001), add/remove.\n\n"
