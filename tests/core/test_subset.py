@@ -53,10 +53,11 @@ def test_registered_and_costs() -> None:
 # --------------------------------------------------------------------------- privacy
 
 
+@pytest.mark.parametrize("eps", [1.0, 4.0])
 @pytest.mark.parametrize("bounds", BOUNDS, ids=["private-range", "lower-upper"])
 @pytest.mark.parametrize("agg,name,kw", METHODS, ids=[f"{a}-{n}-{k.get('p', '')}" for a, n, k in METHODS])
-def test_privacy_empirical(agg: str, name: str, kw: dict, bounds: dict) -> None:
-    eps = 1.0
+def test_privacy_empirical(agg: str, name: str, kw: dict, bounds: dict, eps: float) -> None:
+    """eps = 4 gives the harness more power (observed up to about 2.2 for the threshold quantile)."""
     params = Params(epsilon=eps, **kw, **bounds)
     reps = 3000
     pairs = [
