@@ -1,7 +1,9 @@
 """Noise: the only module that draws randomness.
 
-Production randomness comes from the operating system's CSPRNG (``os.urandom``), read in bulk and
-turned into numpy arrays, so that one call serves a whole chunk of groups.  Tests pass an explicit,
+Production randomness comes from the operating system's CSPRNG: small requests read ``os.urandom``
+directly; bulk requests (permutations, a noise draw per group of a large chunk) expand a fresh 128-bit key
+read from ``os.urandom`` with AES-128 in counter mode (``randomgen.AESCounter``, AES-NI), the same
+construction as OpenSSL's and NIST's CTR-DRBG.  One call serves a whole chunk of groups.  Tests pass an explicit,
 seeded :class:`Rng` (``Rng.seeded(1)``); production code never seeds.
 
 Floating-point safety.  Every additive mechanism in dpsql releases ``grid * (k + z)`` where ``k`` is an
@@ -24,6 +26,7 @@ import math
 import os
 
 import numpy as np
+import randomgen
 
 __all__ = [
     "Rng",
@@ -69,8 +72,15 @@ class Rng:
         if n <= 0:
             return np.zeros(0, dtype=np.uint64)
         if self._gen is None:
-            return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
+            if n <= _DIRECT:
+                return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
+            return _aes().integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
         return self._gen.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+
+    def permutation(self, n: int) -> np.ndarray:
+        """A uniformly random permutation of ``range(n)`` (Fisher-Yates on CSPRNG bits)."""
+        gen = _aes() if self._gen is None else self._gen
+        return gen.permutation(int(n))
 
     def uniform(self, n: int) -> np.ndarray:
         """Uniform on (0, 1], 53 random bits each (the value 0 never occurs, 1 may)."""
@@ -132,6 +142,13 @@ class Rng:
 
 
 _SYSTEM = Rng()
+_DIRECT = 4096  # words read straight from os.urandom; larger requests use a fresh AES-CTR stream
+
+
+def _aes() -> np.random.Generator:
+    """A generator over AES-128-CTR keyed with 128 fresh bits from the OS CSPRNG (never reused)."""
+    key = int.from_bytes(os.urandom(16), "little")
+    return np.random.Generator(randomgen.AESCounter(key=key))
 
 
 def system_rng() -> Rng:

@@ -28,6 +28,7 @@ class Batch:
     values: np.ndarray
     offsets: np.ndarray
     _sorted: Batch | None = field(default=None, repr=False, compare=False)
+    _composite: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def groups(self) -> int:
@@ -53,16 +54,32 @@ class Batch:
         return clean(values, offsets)
 
     def sorted(self) -> Batch:
-        """The same groups with values sorted ascending inside each group (cached)."""
+        """The same groups with values sorted ascending inside each group (cached).
+
+        numpy has no segmented sort, so this is the one step done group by group: each segment is
+        sorted in place with ``ndarray.sort`` (O(1) Python work per group; measured faster than a
+        lexsort on (group, value), which is an indirect merge sort)."""
         if self._sorted is None:
-            if self.values.size == 0:
-                self._sorted = self
+            v = self.values.copy()
+            if self.groups == 1:
+                v.sort()
             else:
-                order = np.lexsort((self.values, self.group_ids))
-                s = Batch(self.values[order], self.offsets)
-                s._sorted = s
-                self._sorted = s
+                bounds = self.offsets.tolist()
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+                    if b - a > 1:
+                        v[a:b].sort()
+            s = Batch(v, self.offsets)
+            s._sorted = s
+            self._sorted = s
         return self._sorted
+
+    def composite(self) -> np.ndarray:
+        """Sorted (group, value) pairs as complex numbers (numpy orders complex lexicographically), so
+        one ``np.searchsorted`` answers a query per group; cached on the sorted batch."""
+        s = self.sorted()
+        if s._composite is None:
+            s._composite = s.group_ids.astype(np.float64) + 1j * s.values
+        return s._composite
 
     def is_sorted(self) -> bool:
         return self._sorted is self

@@ -46,22 +46,20 @@ def ceil_log2(y: np.ndarray) -> np.ndarray:
     return np.where(y > 0, k, np.int64(-(2**40)))
 
 
-def _composite(batch: Batch) -> np.ndarray:
-    """Sorted (group, value) pairs as complex numbers, which numpy orders lexicographically."""
-    s = batch.sorted()
-    return s.group_ids.astype(np.float64) + 1j * s.values
-
-
 def seg_count_le(batch: Batch, g: np.ndarray, t: np.ndarray, _comp: np.ndarray | None = None) -> np.ndarray:
     """#{x in group g[i] : x <= t[i]} for every query i (vectorised segment searchsorted)."""
-    comp = _composite(batch) if _comp is None else _comp
+    if batch.groups == 1:
+        return np.searchsorted(batch.sorted().values, t, side="right")
+    comp = batch.composite() if _comp is None else _comp
     pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side="right")
     return pos - batch.offsets[g]
 
 
 def seg_count_lt(batch: Batch, g: np.ndarray, t: np.ndarray, _comp: np.ndarray | None = None) -> np.ndarray:
     """#{x in group g[i] : x < t[i]}."""
-    comp = _composite(batch) if _comp is None else _comp
+    if batch.groups == 1:
+        return np.searchsorted(batch.sorted().values, t, side="left")
+    comp = batch.composite() if _comp is None else _comp
     pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side="left")
     return pos - batch.offsets[g]
 

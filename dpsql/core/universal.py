@@ -81,28 +81,41 @@ def _intersect(l: np.ndarray, r: np.ndarray, params: Params) -> tuple[np.ndarray
 
 
 def _sorted_batch(values: np.ndarray, gid: np.ndarray, groups: int) -> Batch:
-    order = np.lexsort((values, gid))
+    """Values with group ids (any order) as a sorted Batch: stable grouping, then per-group sort."""
+    order = _group_order(gid, groups)
     sizes = np.bincount(gid, minlength=groups)
     offsets = np.zeros(groups + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    b = Batch(values[order], offsets)
-    b._sorted = b
-    return b
+    return Batch(values[order], offsets).sorted()
+
+
+def _group_order(gid: np.ndarray, groups: int) -> np.ndarray:
+    """A stable permutation that groups rows by group id (radix sort for < 2**16 groups)."""
+    if groups == 1:
+        return np.arange(gid.size)
+    key = gid.astype(np.uint16) if groups < 2**16 else gid
+    return np.argsort(key, kind="stable")
 
 
 def random_pairs(batch: Batch, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A uniformly random maximal matching inside each group: returns (first, second, group) of each
-    pair as indices into ``batch.values`` (an odd group leaves one random row unmatched)."""
+    pair as indices into ``batch.values`` (an odd group leaves one random row unmatched).
+
+    A uniform permutation of all rows (Fisher-Yates on CSPRNG bits), stably grouped by group id, is a
+    uniform permutation inside every group; consecutive rows of it are paired."""
+    n = batch.values.size
+    perm = rng.permutation(n)
+    if batch.groups == 1:
+        k = n // 2
+        return perm[0 : 2 * k : 2], perm[1 : 2 * k : 2], np.zeros(k, dtype=np.int64)
     gid = batch.group_ids
-    order = np.lexsort((rng.keys(gid.size), gid))
+    order = perm[_group_order(gid[perm], batch.groups)]
     pos = np.arange(gid.size) - batch.offsets[gid[order]]
-    first = order[(pos % 2 == 0)]
-    # a row at even position has a partner if the next row is in the same group
     fpos = np.flatnonzero(pos % 2 == 0)
     nxt = fpos + 1
     ok = nxt < gid.size
     ok[ok] &= gid[order[nxt[ok]]] == gid[order[fpos[ok]]]
-    first = first[ok]
+    first = order[fpos[ok]]
     second = order[nxt[ok]]
     return first, second, gid[first]
 
@@ -128,7 +141,7 @@ def iqr_lower_bound(
     cl = ceil_log2(y).astype(np.float64)  # Y <= 2**k  <=>  cl <= k
     gb = _sorted_batch(cl, pg, G)
     npairs = gb.sizes
-    comp = gb.group_ids.astype(np.float64) + 1j * gb.values
+    comp = None if G == 1 else gb.composite()
 
     def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
         g = np.repeat(active, ks.size)
@@ -143,7 +156,8 @@ def iqr_lower_bound(
         return 3 * npairs[active][:, None] - 16 * c
 
     i = svt_scan(up, G, 0, 16, epsilon / 2.0, rng, K_UP)
-    out = np.ldexp(1.0, (i - 2).astype(np.int64))
+    with np.errstate(over="ignore"):
+        out = np.ldexp(1.0, (i - 2).astype(np.int64))
     need = np.flatnonzero(i <= 1)
     if need.size:
         j = svt_scan(lambda a, ks: down(need[a], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
@@ -163,7 +177,7 @@ def radius(
     """
     s = batch.sorted()
     G = s.groups
-    comp = s.group_ids.astype(np.float64) + 1j * s.values
+    comp = None if G == 1 else s.composite()
     thr = -int(math.ceil(6.0 / epsilon * math.log(2.0 / beta)))
     n = s.sizes
 
@@ -329,7 +343,8 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     G = s.groups
     pairs = random_pairs(s, rng)
     b0 = iqr_lower_bound(s, sp["bound"] * eps, rng, pairs)
-    bz = np.clip(b0 * b0, B_MIN, B_MAX)
+    with np.errstate(over="ignore", under="ignore"):
+        bz = np.clip(b0 * b0, B_MIN, B_MAX)
     first, second, pg = pairs
     with np.errstate(over="ignore"):
         z = np.minimum((s.values[first] - s.values[second]) ** 2, 2.0**1020)
