@@ -404,8 +404,9 @@ def run_threshold_quantile(batch: Batch, budget: Privacy, params: Params, rng: R
 
     Range: lower/upper, or 0.3 eps of seed 003's IQR bound + InfiniteDomainRange.  The rest runs one
     PrvThreshold on the grid ``g = (b - a) 2**-40`` (alpha = one step) with target ``p n`` clamped into
-    ``[1, n - 1]`` (Theorem 3.7 needs 1 <= r <= n; em_target keeps the slope in [0, 1], so the loss keeps
-    sensitivity 1); for p > 1/2 the lower search on the reflected data with rank ``(1 - p) n`` (footnote 2).
+    ``[min(1, n/2), max(n - 1, n/2)]`` (Theorem 3.7 needs 1 <= r <= n; em_target keeps the slope in
+    [0, 1], so the loss keeps sensitivity 1); for p > 1/2 the lower search on the reflected data with
+    rank ``(1 - p) n`` (footnote 2).
     """
     s, a, g, K, codes, e = _threshold_setup(batch, params, budget.epsilon, rng)
     return _quantile(s, a, g, K, codes, float(params.p), e, rng)
