@@ -20,12 +20,13 @@ What changed against the paper (swap neighbours, public n), and why:
 * **The query at t = f** is taken as -1/2 (instead of 0): with ``len^-(t) = min{l >= 1 : Lbar^l <= t}``
   for ``t <= f`` and the upper bounds for ``t > f``, neighbours differ by at most 1 (the only new case,
   ``f(x') < t <= f(x)``, has ``Lbar^1(x) <= f(x') < t``, so ``len^-(x; t) = 1``).
-* **A scale-free grid** (digest pitfall 1): ``t_0 = 0`` and ``t_i = 2**-1000 * BETA**(i-1)`` up to
-  ``2**1020``, i.e. the same relative resolution ``BETA - 1`` at every scale (the paper's ``BETA**i - 1``
-  has an additive resolution of 0.005 near 0).  That is about 280,000 candidates, yet each run costs
-  O(C): the queries take only C + O(1) distinct values along the grid (runs of equal s), and the first
-  crossing inside a run of equal queries is geometric given the noisy threshold, so it is drawn exactly
-  in one step (``floor(E / lambda)``, ``lambda = -log(1 - p)``, ``p = exp(-eps2 (T - s))``).  This is the
+* **A scale-free grid** (digest pitfall 1): ``t_0 = 0`` and ``t_i = 2**-1000 * beta**(i-1)`` up to
+  ``2**1020``, the same relative resolution ``beta - 1`` at every scale (the paper's ``beta**i - 1`` has an
+  additive resolution of 0.005 near 0).  ``beta`` comes from eps and a released noisy count
+  (:func:`grid_ratio`), never from the data directly.  That is up to ~14 million candidates, yet each run
+  costs O(C): the queries take only C + O(1) distinct values along the grid (runs of equal s), and the
+  first crossing inside a run of equal queries is geometric given the noisy threshold, so it is drawn
+  exactly in one step (``floor(E / lambda)``, ``lambda = -log(1 - p)``, ``p = exp(-eps2 (T - s))``): the
   same output distribution as scanning the grid query by query.
 * **Truncation scaled with 1/eps** (pitfall 3): below ``Lbar^C`` every query is ``-(C + 1/2)``; with
   ``Q`` candidates there a false stop has probability at most ``Q exp(-eps2 (C + 1/2))``, so
@@ -57,7 +58,8 @@ from .universal import _bounded, mean_range
 
 __all__ = [
     "BETA",
-    "BETA_SUM",
+    "BETA_K",
+    "grid_ratio",
     "RATIO",
     "asm_scan",
     "grid_value",
@@ -69,8 +71,8 @@ __all__ = [
     "run_sum",
 ]
 
-BETA = 1.005  # the paper's grid ratio (variance)
-BETA_SUM = 1.001  # finer grid for sums/means (their bands are ~1/n wide; see run_mean)
+BETA: float | None = None  # fixed grid ratio (benchmarks only); None = grid_ratio(eps, n~) (the paper: 1.005)
+BETA_K, BETA_MIN, BETA_MAX = 30.0, 1.0001, 1.05  # grid_ratio = 1 + clip(BETA_K / (eps n~), ...)
 LOG_G0 = -1000.0 * math.log(2.0)  # t_1 = 2**-1000
 LOG_TOP = 1020.0 * math.log(2.0)  # last grid point ~ 2**1020
 RATIO = 2.0  # eps1 / eps2 (threshold / query noise); 1 is the paper's split
@@ -79,7 +81,7 @@ C_MIN = 100  # the paper's c
 C_MAX = 1000  # O(min(C, n)^2) work per group
 
 # budget shares
-SPLIT_VAR_BOUNDED = {"asm": 1.0}
+SPLIT_VAR = {"count": 0.05, "asm": 0.95}  # the count only tunes the grid ratio
 SPLIT_MEAN = {"bound": 0.1, "range": 0.2, "count": 0.1, "asm": 0.6}  # no `lower :=`: private lower bound
 SPLIT_MEAN_LOWER = {"count": 0.15, "asm": 0.85}  # `lower :=` given
 
@@ -87,36 +89,58 @@ SPLIT_MEAN_LOWER = {"count": 0.15, "asm": 0.85}  # `lower :=` given
 # --------------------------------------------------------------------------- the grid and the scan
 
 
-def _grid_size(log_beta: float) -> int:
-    """Number of positive grid points (indices 1..I)."""
-    return int(math.ceil((LOG_TOP - LOG_G0) / log_beta)) + 1
+def _grid_size(log_beta: np.ndarray | float) -> np.ndarray:
+    """Number of positive grid points (indices 1..I), per group."""
+    return (np.ceil((LOG_TOP - LOG_G0) / np.asarray(log_beta)) + 1).astype(np.int64)
 
 
-def grid_value(idx: np.ndarray, log_beta: float) -> np.ndarray:
+def grid_value(idx: np.ndarray, log_beta: np.ndarray | float) -> np.ndarray:
     """Candidate ``t_idx``: 0 for idx 0, else ``2**-1000 * beta**(idx-1)``."""
     idx = np.asarray(idx)
-    return np.where(idx == 0, 0.0, np.exp(LOG_G0 + np.maximum(idx - 1, 0) * log_beta))
+    return np.where(idx == 0, 0.0, np.exp(LOG_G0 + np.maximum(idx - 1, 0) * np.asarray(log_beta)))
 
 
-def _n_le(logv: np.ndarray, log_beta: float, I: int) -> np.ndarray:
+def _col(a: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """Per-group array shaped to broadcast against ``like`` ([G] or [G, k])."""
+    return a if like.ndim == 1 else a[:, None]
+
+
+def _n_le(logv: np.ndarray, log_beta: np.ndarray, I: np.ndarray) -> np.ndarray:
     """#{grid points <= v} given log v (-inf for v = 0, +inf allowed)."""
     with np.errstate(invalid="ignore"):
-        k = np.floor((logv - LOG_G0) / log_beta) + 1.0
+        k = np.floor((logv - LOG_G0) / _col(log_beta, logv)) + 1.0
     k = np.where(np.isnan(k), 0.0, k)
-    return 1 + np.clip(k, 0, I).astype(np.int64)
+    return 1 + np.clip(k, 0, _col(I, logv)).astype(np.int64)
 
 
-def _n_lt(logv: np.ndarray, log_beta: float, I: int) -> np.ndarray:
+def _n_lt(logv: np.ndarray, log_beta: np.ndarray, I: np.ndarray) -> np.ndarray:
     """#{grid points < v} given log v (0 for v = 0)."""
     with np.errstate(invalid="ignore"):
-        k = np.ceil((logv - LOG_G0) / log_beta)
+        k = np.ceil((logv - LOG_G0) / _col(log_beta, logv))
     k = np.where(np.isnan(k), 0.0, k)
-    return np.where(np.isneginf(logv), 0, 1 + np.clip(k, 0, I).astype(np.int64))
+    return np.where(np.isneginf(logv), 0, 1 + np.clip(k, 0, _col(I, logv)).astype(np.int64))
 
 
-def truncation(eps2: float, log_beta: float) -> int:
-    """C: how many lower bounds to compute (eps-dependent, never data-dependent)."""
-    q = math.log(_grid_size(log_beta) + 1)
+def grid_ratio(eps: float, n: np.ndarray) -> np.ndarray:
+    """The grid ratio per group from the ASM's eps and a *released* noisy count n (public).
+
+    ``beta - 1 = clip(BETA_K / (eps n), BETA_MIN - 1, BETA_MAX - 1)``.  Below f the run stops about
+    ``ln(#candidates per band) / eps2`` levels under f, and the bands of equal queries are ~1/n wide
+    (relative), so a grid finer than ~1/(eps n) only adds downward bias while a coarser one adds
+    resolution error and a heavier right tail in value terms; BETA_K was tuned on the benchmark panel
+    (``benchmarks/paper_seed002.py``).  The paper fixes 1.005 (``BETA`` overrides, for benchmarks).
+    """
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    if BETA is not None:
+        return np.full(n.shape, BETA)
+    return 1.0 + np.clip(BETA_K / (eps * n), BETA_MIN - 1.0, BETA_MAX - 1.0)
+
+
+def truncation(eps2: float) -> int:
+    """C: how many lower bounds to compute, from eps only (never from data or n): the false-stop bound
+    ``Q exp(-eps2 (C + 1/2)) <= e^-C_SLACK`` with Q the candidate count of the finest grid (BETA_MIN)."""
+    finest = math.log(BETA if BETA is not None else BETA_MIN)
+    q = math.log(float(_grid_size(finest)) + 1.0)
     return int(min(C_MAX, max(C_MIN, math.ceil((q + C_SLACK) / eps2))))
 
 
@@ -128,7 +152,7 @@ def asm_scan(
     eps1: float,
     eps2: float,
     rng: Rng,
-    log_beta: float,
+    log_beta: np.ndarray,
 ) -> np.ndarray:
     """AboveThreshold with exponential noise over the grid, for every group at once; returns t.
 
@@ -141,6 +165,7 @@ def asm_scan(
     point (data-independent).
     """
     G = log_f.size
+    log_beta = np.broadcast_to(np.asarray(log_beta, dtype=np.float64), (G,))
     I = _grid_size(log_beta)
     C = log_lower.shape[1]
     K = log_upper.shape[1]
@@ -149,9 +174,7 @@ def asm_scan(
     b_f = _n_le(log_f, log_beta, I)[:, None]
     b_up = _n_le(log_upper, log_beta, I)
     b_cap = _n_le(log_cap, log_beta, I)[:, None]
-    bounds = np.concatenate(
-        [np.zeros((G, 1), np.int64), b_low, b_f, b_up, b_cap, np.full((G, 1), I + 1, np.int64)], axis=1
-    )
+    bounds = np.concatenate([np.zeros((G, 1), np.int64), b_low, b_f, b_up, b_cap, (I + 1)[:, None]], axis=1)
     bounds = np.maximum.accumulate(bounds, axis=1)
     start, length = bounds[:, :-1], np.diff(bounds, axis=1)
     s = np.concatenate(
@@ -167,7 +190,8 @@ def asm_scan(
     fire = j < length
     first = np.argmax(fire, axis=1)
     any_fire = fire[np.arange(G), first]
-    idx = np.where(any_fire, start[np.arange(G), first] + np.where(any_fire, j[np.arange(G), first], 0), I)
+    rows = np.arange(G)
+    idx = np.where(any_fire, start[rows, first] + np.where(any_fire, j[rows, first], 0), I)
     return grid_value(idx.astype(np.int64), log_beta)
 
 
@@ -291,13 +315,16 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     clamped and candidates above ``(upper - lower)**2 / 4`` (the largest variance of any dataset in the
     bounds) are ``+inf``, which caps the output; one given bound only clamps.  Targets the population
     variance (1/n); never NULL (an empty group releases a grid point).  O(n + min(C, n)^2) per group.
+
+    Cost split (SPLIT_VAR): a noisy count (0.05 eps) that only sets the grid ratio (:func:`grid_ratio`),
+    then the ASM (0.95 eps); sequential composition, the grid being public once the count is released.
     """
-    eps = budget.epsilon
+    eps = budget.epsilon * SPLIT_VAR["asm"]
     eps2 = eps / (RATIO + 2.0)
     eps1 = RATIO * eps2
-    lb = math.log(BETA)
-    C = truncation(eps2, lb)
+    C = truncation(eps2)
     s = _bounded(batch, params).sorted()
+    lb = np.log(grid_ratio(eps, noisy_count(s, SPLIT_VAR["count"] * budget.epsilon, rng)))
     log_f, log_L = var_bounds(s, C)
     if params.lower is not None and params.upper is not None:
         cap = np.full(s.groups, 2.0 * math.log(max(params.upper - params.lower, 2.0**-1000) / 2.0))
@@ -309,19 +336,19 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     return t
 
 
-def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, rng: Rng) -> np.ndarray:
+def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, n: np.ndarray, rng: Rng) -> np.ndarray:
     """ASM for ``sum (x - a)`` (x clamped to [a, upper]); monotone queries: ``eps = eps1 + eps2``.
 
     Monotone under add/remove: adding a row z >= a raises f and every ``Lbar^l`` and ``Ubar^l``, so the
     query sequence of the larger dataset is pointwise <= the smaller one's.  Upper bounds: ``+inf`` for
     l >= 1 without ``upper``; with it, ``Ubar^l = f + l (upper - a)`` (exact: add l rows at the top) for
-    l <= C, ``+inf`` past C.
+    l <= C, ``+inf`` past C.  ``n`` is the released noisy count (sets the grid ratio).
     """
     G = s.groups
     eps2 = eps / (RATIO + 1.0)
     eps1 = RATIO * eps2
-    lb = math.log(BETA_SUM)
-    C = truncation(eps2, lb)
+    lb = np.log(grid_ratio(eps, n))
+    C = truncation(eps2)
     log_f, log_L, _ = sum_bounds(s, a, C)
     if upper is None:
         log_U = np.zeros((G, 0))
@@ -365,7 +392,7 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
     s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
     n = noisy_count(s, sp["count"] * eps, rng)
-    S = _asm_sum(s, a, upper, sp["asm"] * eps, rng)
+    S = _asm_sum(s, a, upper, sp["asm"] * eps, n, rng)
     mean = a + S / np.maximum(n, 1.0)
     if upper is not None:
         mean = np.minimum(mean, upper)
@@ -381,7 +408,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
     s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
     n = np.maximum(noisy_count(s, sp["count"] * eps, rng), 0.0)
-    S = _asm_sum(s, a, upper, sp["asm"] * eps, rng)
+    S = _asm_sum(s, a, upper, sp["asm"] * eps, n, rng)
     return a * n + S
 
 

@@ -169,10 +169,11 @@ def test_variance_scale_invariance():
 
 
 def test_variance_right_tail_is_light():
-    """With eps1 = 2 eps2 the overshoot tail is ~2/k^2: P(out > 2 Var) is far below the paper split's 0.7%."""
-    x = np.random.default_rng(15).normal(0.0, 1.0, 300)
+    """Overshoot tail P(K >= k) ~ Gamma(r+1) e^{-eps1/2} k^-r (digest 7.3) with r = eps1/eps2 = 2: at n = 1000
+    (grid ratio ~1.03) P(out > 2 Var) ~ 2 e^{-0.24} / 23^2 = 0.3%, below the paper split's 0.6% at beta 1.005."""
+    x = np.random.default_rng(15).normal(0.0, 1.0, 1000)
     out = _runs("var", {}, list(x), 4000, Rng.seeded(15))
-    assert np.mean(out > 2 * x.var()) <= 0.003
+    assert np.mean(out > 2 * x.var()) <= 0.005
     assert np.all(np.isfinite(out))
 
 
@@ -181,7 +182,7 @@ def test_variance_small_eps_does_not_collapse():
     x = np.random.default_rng(16).normal(5.0, 3.0, 1000)
     out = _runs("var", {}, list(x), 100, Rng.seeded(16), eps=0.2)
     assert np.median(_rel(out, x.var())) <= 0.35
-    assert A.truncation(0.05, math.log(A.BETA)) > A.C_MIN
+    assert A.truncation(0.05) > A.C_MIN
 
 
 def test_mean_accuracy():
@@ -210,7 +211,7 @@ def test_degenerate_data():
     assert np.all(np.isfinite(m[~np.isnan(m)]))
     # constant data with enough rows: the mean is found (small n collapses to the lower end: documented)
     c = run("mean", Batch.from_lists([[7.0] * 2000] * 50), Params(epsilon=1.0), method="asymmetric", rng=rng)
-    assert np.median(np.abs(c - 7.0)) <= 0.1
+    assert np.median(np.abs(c - 7.0)) <= 0.5  # error ~ (beta - 1) (7 - private lower end)
     s = run("sum", Batch.from_lists(groups), Params(epsilon=1.0, lower=0.0), method="asymmetric", rng=rng)
     assert np.all(np.isfinite(s))
 
@@ -221,7 +222,7 @@ def test_run_skipping_scan_matches_the_query_by_query_scan():
     from scipy.stats import ks_2samp
 
     lb = math.log(1.5)
-    I = A._grid_size(lb)
+    I = int(A._grid_size(lb))
     grid = A.grid_value(np.arange(I + 1), lb)
     log_f = np.log(np.array([3.0]))
     log_L = np.log(np.array([[2.0, 1.0, 0.01, 1e-5]]))
