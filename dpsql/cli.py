@@ -78,7 +78,7 @@ def shell(db: str, analyst: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def query(db: str, sql: str, analyst: str, fmt: str) -> None:
     """Run one guarded query and print the result (the cost goes to stderr for csv/json)."""
-    from .shell import cost_line, render_box, render_csv, render_json
+    from .shell import arrow_type_name, cost_line, render_box, render_csv, render_json
 
     session = _open(db, analyst)
     try:
@@ -94,7 +94,7 @@ def query(db: str, sql: str, analyst: str, fmt: str) -> None:
     elif fmt == "json":
         click.echo(render_json(columns, rows))
     else:
-        click.echo(render_box(columns, rows, [str(f.type) for f in r.table.schema], max_rows=10**9))
+        click.echo(render_box(columns, rows, [arrow_type_name(f.type) for f in r.table.schema], max_rows=10**9))
     click.echo(cost_line(r.charged, r.remaining, r.accounting), err=fmt != "table")
 
 

@@ -101,6 +101,13 @@ def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Seq
     return "\n".join(out)
 
 
+def arrow_type_name(t: Any) -> str:
+    """DuckDB's name for an Arrow result type, for the type line of a boxed table."""
+    name = str(t)
+    return {"string": "varchar", "large_string": "varchar", "bool": "boolean", "date32[day]": "date",
+            "binary": "blob"}.get(name, name.replace("[us]", "").replace("decimal128", "decimal"))
+
+
 def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -196,7 +203,7 @@ class Shell:
         elif self.mode == "json":
             self.echo(render_json(columns, rows))
         else:
-            types = [str(f.type) for f in r.table.schema] if hasattr(r, "table") else None
+            types = [arrow_type_name(f.type) for f in r.table.schema] if hasattr(r, "table") else None
             self.echo(render_box(columns, rows, types, unicode=self.unicode))
         self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode))
 

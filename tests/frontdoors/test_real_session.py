@@ -1,0 +1,84 @@
+"""Front doors over the real guarded session (dpsql.connect/admin): server, CLI query/admin commands."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from dpsql.cli import main
+
+from .harness import PASSWORD
+
+
+def dsn(addr: tuple[str, int]) -> str:
+    return f"host={addr[0]} port={addr[1]} user=alice password={PASSWORD} dbname=flights sslmode=disable"
+
+
+def test_server_over_real_session(real_server, real_db) -> None:
+    import dpsql
+
+    with psycopg.connect(dsn(real_server), autocommit=True) as c:
+        notices: list[str] = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        rows = c.execute("SELECT carrier, dp_count(dep_delay, epsilon := %s) AS n FROM flights GROUP BY carrier "
+                         "ORDER BY carrier", (0.5,)).fetchall()
+        assert [r[0] for r in rows] == ["AA", "DL", "UA"]
+        assert notices == ["dpsql: charged epsilon 0.5, remaining 9.5"]
+        with pytest.raises(psycopg.Error) as e:
+            c.execute("SELECT dep_delay FROM flights")
+        assert str(e.value).startswith("DPSQL-E0")
+        tables = c.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
+        assert tables == [("airlines",), ("flights",)]
+        assert c.execute("SHOW dpsql.budget").fetchone()[2] == Decimal("9.5")
+    charges = dpsql.admin(real_db).charges("alice")
+    assert [e.amount for e in charges] == [Decimal("0.5")]  # prepared + described + executed: charged once
+
+
+def test_cli_query_and_admin(real_db) -> None:
+    runner = CliRunner()
+    r = runner.invoke(main, ["query", real_db, "-a", "alice", "--format", "csv",
+                             "SELECT carrier, dp_count(dep_delay, epsilon := 0.25) AS n FROM flights GROUP BY carrier"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "carrier,n"
+    assert "charged 0.25" in r.stderr
+    r = runner.invoke(main, ["query", real_db, "-a", "alice", "SELECT * FROM flights"])
+    assert r.exit_code == 1 and "Error: DPSQL-E0" in r.stderr
+    r = runner.invoke(main, ["query", real_db, "-a", "alice", "--format", "json",
+                             "SELECT dp_mean(dep_delay, epsilon := 0.25) AS m FROM flights"])
+    assert r.exit_code == 0 and r.stdout.startswith('[{"m": ')
+    r = runner.invoke(main, ["admin", "budgets", real_db])
+    assert "alice" in r.stdout and "9.5" in r.stdout
+    r = runner.invoke(main, ["admin", "log", real_db, "--principal", "alice"])
+    assert r.stdout.count("│ alice ") == 2
+    r = runner.invoke(main, ["admin", "grant", real_db, "bob", "--epsilon", "2"])
+    assert r.exit_code == 0 and "bob: limit 2" in r.stdout
+    r = runner.invoke(main, ["admin", "password", real_db, "bob", "--password-stdin"], input="pw\n")
+    assert r.exit_code == 0
+    from dpsql.server import PasswordStore, password_file
+
+    assert PasswordStore(password_file(real_db)).principals() == ["alice", "bob"]
+
+
+def test_cli_admin_protect_keys_public(tmp_path) -> None:
+    import duckdb
+
+    db = str(tmp_path / "h.duckdb")
+    con = duckdb.connect(db)
+    con.execute("CREATE TABLE visits AS SELECT i % 10 AS patient, ['a','b'][i % 2 + 1] AS ward, i::DOUBLE AS cost "
+                "FROM range(100) r(i)")
+    con.execute("CREATE TABLE wards AS SELECT * FROM (VALUES ('a'), ('b')) v(ward)")
+    con.close()
+    runner = CliRunner()
+    protect = ["admin", "protect", db, "visits", "--unit", "patient", "--max-rows", "5"]
+    assert runner.invoke(main, protect).exit_code == 0
+    assert runner.invoke(main, ["admin", "keys", db, "visits", "ward", "a", "b"]).exit_code == 0
+    assert runner.invoke(main, ["admin", "public", db, "wards"]).exit_code == 0
+    assert runner.invoke(main, ["admin", "grant", db, "carol", "--epsilon", "1"]).exit_code == 0
+    import dpsql
+
+    with dpsql.connect(db, analyst="carol") as s:
+        kinds = {t.name: (t.kind, t.privacy_unit) for t in s.tables()}
+    assert kinds == {"visits": ("protected", "patient"), "wards": ("public", None)}

@@ -1,0 +1,99 @@
+"""The interactive shell driven through a pseudo-terminal (pexpect), and its rendering helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpsql.shell import render_box, render_csv
+
+pexpect = pytest.importorskip("pexpect")
+TESTS = Path(__file__).resolve().parents[1]
+
+FAKE_SHELL = ("from frontdoors.fakes import FakeWorld; from dpsql import shell; "
+              "shell.run(FakeWorld().connect('alice'), banner='fake shell')")
+
+
+def spawn(args: list[str], tmp_path: Path):  # noqa: ANN201
+    env = dict(os.environ, PYTHONPATH=str(TESTS), DPSQL_HISTORY=str(tmp_path / "history"), TERM="dumb",
+               PYTHONIOENCODING="utf-8", LANG="C.UTF-8", NB_NO_LEAK_WARNINGS="1")
+    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=60, dimensions=(50, 200))
+    return child
+
+
+def test_shell_session_in_a_pty(tmp_path: Path) -> None:
+    child = spawn(["-c", FAKE_SHELL], tmp_path)
+    child.expect("fake shell")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT carrier, dp_count(dep_delay, epsilon := 0.5) AS n")
+    child.expect_exact("  ...> ")  # multi-line: the statement is not finished without ';'
+    child.sendline("FROM flights GROUP BY carrier ORDER BY carrier;")
+    child.expect_exact("│ carrier │   n    │")
+    child.expect_exact("│ AA      │  100.0 │")
+    child.expect_exact("ε charged 0.5 · remaining 9.5")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT * FROM flights;")
+    child.expect_exact("Error: DPSQL-E021: non-DP aggregate")
+    child.expect_exact("dpsql> ")
+    child.sendline(".tables")
+    child.expect_exact("airlines  flights")
+    child.sendline(".schema flights")
+    child.expect_exact("CREATE TABLE flights(month INTEGER, carrier VARCHAR, dep_delay DOUBLE, day DATE);  "
+                       "-- protected")
+    child.sendline(".budget")
+    child.expect(r"│ pure\s+│\s+10 │\s+0.5 │\s+9.5 │")
+    child.sendline(".help")
+    child.expect_exact(".budget            your budget")
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    history = (tmp_path / "history").read_text()
+    assert "SELECT * FROM flights;" in history
+
+
+def test_history_is_recalled(tmp_path: Path) -> None:
+    child = spawn(["-c", FAKE_SHELL], tmp_path)
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT dp_count(dep_delay, epsilon := 0.25) AS n FROM flights;")
+    child.expect_exact("remaining 9.75")
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+    child = spawn(["-c", FAKE_SHELL], tmp_path)
+    child.expect_exact("dpsql> ")
+    child.send("\x1b[A\x1b[A")  # arrow up twice (past .quit): the last statement comes back from the file
+    child.send("\r")
+    child.expect_exact("remaining 9.75")  # a fresh world: charged again from 10
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+
+
+def test_dpsql_shell_command_on_a_real_database(real_db: str, tmp_path: Path) -> None:
+    child = spawn(["-m", "dpsql.cli", "shell", real_db, "--analyst", "alice"], tmp_path)
+    child.expect_exact("budget 10 of 10 left")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT carrier, dp_count(dep_delay, epsilon := 1) AS n FROM flights GROUP BY carrier;")
+    child.expect_exact("ε charged 1 · remaining 9")
+    child.sendline("SELECT dep_delay FROM flights;")
+    child.expect(r"Error: DPSQL-E0\d\d: ")
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+
+
+def test_render_box_and_csv() -> None:
+    box = render_box(["a", "bb"], [(1, "x"), (22, None)], ["INTEGER", "VARCHAR"])
+    assert box.splitlines() == [
+        "┌─────────┬─────────┐",
+        "│    a    │    bb   │",
+        "│ integer │ varchar │",
+        "├─────────┼─────────┤",
+        "│       1 │ x       │",
+        "│      22 │ NULL    │",
+        "└─────────┴─────────┘",
+        "2 rows",
+    ]
+    assert render_box(["a"], [(1,)], unicode=False).splitlines()[0] == "+---+"
+    assert render_csv(["a", "b"], [(1, "x,y"), (None, "z")]) == 'a,b\n1,"x,y"\n,z'
