@@ -132,7 +132,10 @@ def _trusted(db: Path, echo: Echo) -> None:
             echo("")
             echo(f"-- {title}")
             echo(sql + ";")
-            rel = con.sql(sql)
-            _table(list(rel.columns), rel.fetchall(), echo)
+            try:
+                rel = con.sql(sql)
+                _table(list(rel.columns), rel.fetchall(), echo)
+            except Exception as e:  # noqa: BLE001 - trusted mode: show the engine's error and go on
+                echo(f"error: {type(e).__name__}: {str(e).splitlines()[0]}")
     finally:
         con.close()

@@ -52,10 +52,16 @@ public class DpsqlJdbc {
                 }
             }
             con.setAutoCommit(false);
-            try (Statement st = con.createStatement();
-                 ResultSet rs = st.executeQuery("SELECT dp_count(dep_delay, epsilon := 0.25) FROM flights")) {
-                rs.next();
-                System.out.println("TXN " + rs.getDouble(1));
+            try (Statement st = con.createStatement()) {
+                st.setFetchSize(1);  // a named portal fetched one row per Execute (PortalSuspended in between)
+                try (ResultSet rs = st.executeQuery(
+                         "SELECT carrier, dp_count(dep_delay, epsilon := 0.25) FROM flights GROUP BY carrier ORDER BY 1")) {
+                    StringBuilder sb = new StringBuilder("TXN");
+                    while (rs.next()) {
+                        sb.append(" ").append(rs.getString(1)).append("=").append(rs.getDouble(2));
+                    }
+                    System.out.println(sb);
+                }
             }
             con.commit();
         }

