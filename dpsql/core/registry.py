@@ -72,15 +72,24 @@ class Method:
 
 
 _REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
-_DEFAULTS: dict[str, str] = {}
 
 
-def register(method: Method, default: bool = False) -> Method:
+#: the default method per aggregate, chosen by the accuracy benchmark (benchmarks/accuracy.py; README table)
+DEFAULTS: dict[str, str] = {
+    "count": "laplace",
+    "sum": "universal",
+    "mean": "universal",
+    "var": "universal",
+    "quantile": "universal",
+    "iqr": "universal",
+}
+
+
+def register(method: Method) -> Method:
+    """Add a method; the defaults are fixed by :data:`DEFAULTS`, not by import order."""
     if method.aggregate not in _REGISTRY:
         raise ValueError(f"unknown aggregate {method.aggregate!r}")
     _REGISTRY[method.aggregate][method.name] = method
-    if default or method.aggregate not in _DEFAULTS:
-        _DEFAULTS[method.aggregate] = method.name
     return method
 
 
@@ -96,7 +105,7 @@ def methods(aggregate: str) -> dict[str, Method]:
 
 def default_method(aggregate: str) -> str:
     _load()
-    return _DEFAULTS[aggregate]
+    return DEFAULTS[aggregate]
 
 
 def get_method(aggregate: str, name: str | None) -> Method:
@@ -104,7 +113,7 @@ def get_method(aggregate: str, name: str | None) -> Method:
     if aggregate not in _REGISTRY:
         raise ParameterError(f"unknown aggregate {aggregate!r}")
     if name is None or name == "" or name == "default":
-        name = _DEFAULTS[aggregate]
+        name = DEFAULTS[aggregate]
     try:
         return _REGISTRY[aggregate][name]
     except KeyError:
