@@ -66,16 +66,20 @@ class PasswordStore:
         """Store (or replace) the verifier for ``principal``."""
         data = self._load()
         data[principal] = make_verifier(password)
+        self._save(data)
+
+    def remove(self, principal: str) -> None:
+        """Forget ``principal``'s verifier (it can no longer log in to the server)."""
+        data = self._load()
+        data.pop(principal, None)
+        self._save(data)
+
+    def _save(self, data: dict[str, str]) -> None:
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
         os.replace(tmp, self.path)
-
-    def remove(self, principal: str) -> None:
-        data = self._load()
-        data.pop(principal, None)
-        self.path.write_text(json.dumps(data))
 
     def verifier(self, principal: str) -> str | None:
         return self._load().get(principal)

@@ -264,8 +264,8 @@ def _table_refs(sql: str) -> set[str] | None:
         tree = sqlglot.parse_one(rewrite(sql), read="postgres")
     except Exception:  # noqa: BLE001 - any parse failure means "not recognisably a catalog query"
         return None
-    if tree is None:
-        return None
+    if not isinstance(tree, exp.Query):
+        return None  # only queries may run on the catalog connection
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     names: set[str] = set()
     for table in tree.find_all(exp.Table):
@@ -290,8 +290,13 @@ class Catalog:
 
     # ------------------------------------------------------------------ routing
     def handles(self, sql: str) -> bool:
-        """True when ``sql`` only reads catalog relations or no relation at all, and calls no dp_ aggregate."""
+        """True when ``sql`` is a query that reads only catalog relations (or none) and calls no dp_ aggregate.
+
+        The catalog connection holds no data, so a wrong "True" can at worst return empty or made-up metadata;
+        everything else goes to the guarded session."""
         bare = strip_comments(sql)
+        if not re.match(r"\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", bare, re.I):
+            return False  # DDL, PRAGMA, ATTACH, COPY ... go to the guard, which refuses them
         code = " ".join(bare[a:b] for kind, a, b in _segments(bare) if not bare[a:b].startswith("'"))
         if re.search(r"\bdp_\w+\s*\(", code, re.I) or re.search(r"\bdpsql_\w+", code, re.I):
             return False

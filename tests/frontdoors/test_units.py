@@ -94,6 +94,9 @@ def test_catalog_routing_and_isolation() -> None:
     assert not cat.handles("SELECT * FROM flights")
     assert not cat.handles("SELECT c.relname FROM pg_class c JOIN flights f ON true")
     assert not cat.handles("SELECT dp_count(1)")
+    for stmt in ("ATTACH 'x.duckdb' AS x", "CREATE TABLE pg_x AS SELECT 1", "PRAGMA version", "COPY pg_class TO 'f'",
+                 "INSTALL httpfs", "SET threads = 1"):
+        assert not cat.handles(stmt), stmt
     assert cat.execute("SELECT relname FROM pg_catalog.pg_class ORDER BY 1").column(0).to_pylist() == [
         "airlines", "flights"]
     assert cat.execute("SELECT count(*) AS n FROM pg_catalog.pg_attribute").column(0).to_pylist() == [6]
