@@ -32,7 +32,7 @@ import pyarrow as pa
 from . import policy
 from .errors import PrivacyError
 from .executor import Executor
-from .ledger import Budget, Ledger, ledger_path
+from .ledger import Budget, Ledger, clean, ledger_path
 
 if TYPE_CHECKING:
     from .guard import Plan
@@ -140,7 +140,7 @@ class Session:
     def sql(self, sql: str) -> Result:
         """Check, charge, run and release one query."""
         plan, prepared = self._check(sql)
-        cost, delta = Decimal(plan.cost), Decimal(plan.delta)
+        cost, delta = clean(Decimal(plan.cost)), clean(Decimal(plan.delta))
         seq = None
         if cost != 0 or delta != 0:
             charge = self._ledger.charge(

@@ -1,0 +1,161 @@
+"""End to end with the real guard (dpsql.guard) and binding (dpsql.install): refusals charge nothing and
+never reach the executor; accepted queries are charged once; costs match on neighbouring databases."""
+
+from __future__ import annotations
+
+import importlib.util
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import CANARY, make_db
+
+import dpsql
+from dpsql.errors import PrivacyError
+
+pytestmark = [
+    pytest.mark.real_guard,
+    pytest.mark.skipif(importlib.util.find_spec("dpsql.guard") is None or importlib.util.find_spec("dpsql.duck")
+                       is None, reason="needs dpsql.guard and dpsql.duck"),
+]
+
+HOSTILE = [
+    "SELECT * FROM visits",
+    "SELECT note FROM visits",
+    "SELECT count(*) FROM visits",
+    "SELECT dp_count(*, epsilon := 0.1) FROM visits; SELECT 1",
+    "CREATE TEMP TABLE t AS SELECT * FROM visits",
+    "SELECT dp_count(*, epsilon := 0.1) FROM secrets",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM duckdb_tables()",
+    "SELECT dp_count(*, epsilon := -1) FROM visits",
+    "SELECT dp_count(*, epsilon := (SELECT 1.0)) FROM visits",
+    "SELECT note, dp_count(*, epsilon := 0.1) FROM visits GROUP BY note",
+    "SELECT patient_id, dp_count(*, epsilon := 0.1) FROM visits GROUP BY patient_id",
+    "SELECT dp_count(*, epsilon := 0.1) FROM visits a JOIN visits b ON a.clinic = b.clinic",
+    "SELECT main.sum(cost) FROM visits",
+    "SELECT error(note) FROM visits",
+    "PRAGMA storage_info('visits')",
+    "EXPLAIN ANALYZE SELECT dp_count(*, epsilon := 0.1) FROM visits",
+    "SUMMARIZE visits",
+    "SELECT dp_count(*, epsilon := 0.1) FROM (SELECT * FROM visits LIMIT 5)",
+    "SELECT clinic, dp_count(*, epsilon := 0.1) FROM visits GROUP BY clinic HAVING count(*) > 3",
+]
+
+
+@pytest.fixture
+def real(db: Path):
+    s = dpsql.connect(db, analyst="alice")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("sql", HOSTILE)
+def test_hostile_queries_are_refused_uncharged_and_never_run(real, db: Path, tripwire, sql: str) -> None:
+    tripwire.armed = True
+    with pytest.raises(PrivacyError) as err:
+        real.sql(sql)
+    e = err.value
+    assert e.code.startswith("DPSQL-E0") and int(e.code[-3:]) < 70, e.code
+    assert CANARY not in str(e)
+    assert tripwire.calls == 0
+    assert real.budget().spent == 0
+    assert dpsql.admin(db).charges() == []
+
+
+def _guard_corpus():  # noqa: ANN202
+    path = Path(__file__).resolve().parents[1] / "guard" / "corpus.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("dpsql_guard_corpus", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CORPUS = _guard_corpus() if importlib.util.find_spec("dpsql.guard") is not None else None
+needs_corpus = pytest.mark.skipif(CORPUS is None, reason="tests/guard/corpus.py not there")
+
+
+@needs_corpus
+def test_the_session_builds_the_catalog_the_guard_corpus_assumes(real) -> None:
+    assert real.catalog() == CORPUS.hospital_catalog()
+
+
+@needs_corpus
+def test_guard_corpus_refused_through_the_session_uncharged(real, db: Path, tripwire) -> None:
+    tripwire.armed = True
+    wrong = []
+    for sql, code in CORPUS.HOSPITAL:
+        try:
+            real.sql(sql)
+            wrong.append((sql, "accepted"))
+        except PrivacyError as e:
+            if e.code != code:
+                wrong.append((sql, e.code, code))
+            assert CANARY not in str(e)
+    assert wrong == []
+    assert len(CORPUS.HOSPITAL) >= 100
+    assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
+
+
+@needs_corpus
+def test_guard_corpus_over_the_cap_refused_uncharged(tmp_path: Path, tripwire) -> None:
+    db = make_db(tmp_path / "h.duckdb")
+    dpsql.admin(db).grant("alice", epsilon=3, per_query_cap=1)
+    tripwire.armed = True
+    with dpsql.connect(db, analyst="alice") as s:
+        for sql, code in CORPUS.CAPPED:
+            with pytest.raises(PrivacyError) as err:
+                s.sql(sql)
+            assert err.value.code == code
+        assert s.budget().spent == 0
+
+
+@needs_corpus
+def test_guard_corpus_allowed_queries_are_charged_their_cost(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "h.duckdb")
+    total = sum(Decimal(cost) for _, cost in CORPUS.ALLOWED)
+    dpsql.admin(db).grant("alice", epsilon=total)
+    with dpsql.connect(db, analyst="alice") as s:
+        for sql, cost in CORPUS.ALLOWED:
+            r = s.sql(sql)
+            assert r.charged == Decimal(cost), sql
+        assert s.budget().remaining == 0
+    charged = [c.amount for c in dpsql.admin(db).charges()]
+    assert sum(charged) == total and all(c > 0 for c in charged)
+
+
+def test_accepted_query_is_charged_once(real, db: Path) -> None:
+    r = real.sql("SELECT clinic, dp_mean(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic ORDER BY clinic")
+    assert r.columns == ["clinic", "m"] and [x[0] for x in r.rows] == ["A", "B", "C"]
+    assert r.charged == Decimal("1.5")  # 0.5 x max_rows_per_unit 3
+    [c] = dpsql.admin(db).charges()
+    assert (c.amount, c.status) == (Decimal("1.5"), "released")
+
+
+def test_cast_failure_cannot_leak(real) -> None:
+    try:
+        r = real.sql("SELECT dp_sum(CAST(note AS INTEGER), epsilon := 0.2) AS s FROM visits")
+        assert r.charged > 0
+    except PrivacyError as e:  # either made total by the guard, or the generic charged error
+        assert e.code == "DPSQL-E080" and CANARY not in str(e)
+
+
+NEIGHBOUR_QUERIES = [
+    "SELECT clinic, dp_mean(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic",
+    "SELECT dp_count(*, epsilon := 0.25) AS n FROM visits WHERE cost > 10",
+    "SELECT dp_median(cost, epsilon := 0.3) AS q FROM visits",
+] + ([q for q, cost in CORPUS.ALLOWED if cost != "0"] if CORPUS is not None else [])
+
+
+@pytest.mark.parametrize("query", NEIGHBOUR_QUERIES)
+def test_ledger_rows_identical_on_neighbouring_databases(tmp_path: Path, query: str) -> None:
+    rows = []
+    for name, extra in (("d1.duckdb", False), ("d2.duckdb", True)):
+        db = make_db(tmp_path / name, extra_patient=extra)
+        with dpsql.connect(db, analyst="alice") as s:
+            s.sql(query)
+        [c] = dpsql.admin(db).charges()
+        rows.append((c.kind, c.accounting, c.amount, c.delta, c.query_sha256, c.mechanisms, c.status))
+    assert rows[0] == rows[1]
