@@ -129,10 +129,13 @@ def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | No
         click.echo(f"warning: no passwords in {store.path}; set one with: dpsql admin password {db} NAME",
                    err=True)
     ctx = tls_context(tls_cert, tls_key) if tls_cert and tls_key else None
-    click.echo(f"dpsql: serving {db} on {host}:{port} ({'TLS' if ctx else 'no TLS'}, auth {auth}); Ctrl-C stops",
-               err=True)
-    _serve(lambda user: dpsql.connect(db, analyst=user), host=host, port=port, passwords=store, auth=auth,
-           ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
+    mode = "TLS required" if ctx and not allow_plaintext else ("TLS optional" if ctx else "no TLS")
+
+    def ready(bound_host: str, bound_port: int) -> None:
+        click.echo(f"dpsql: serving {db} on {bound_host}:{bound_port} ({mode}, auth {auth}); Ctrl-C stops", err=True)
+
+    _serve(lambda user: dpsql.connect(db, analyst=user), on_ready=ready, host=host, port=port, passwords=store,
+           auth=auth, ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
 
 
 @main.group()

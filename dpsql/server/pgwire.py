@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import signal
 import ssl
 import struct
 import threading
@@ -674,14 +675,28 @@ def running(server: PgServer) -> Iterator[tuple[str, int]]:
         loop.close()
 
 
-def serve(session_factory: SessionFactory, **kwargs: Any) -> None:
-    """Run the server until interrupted (the ``dpsql serve`` command)."""
+def serve(session_factory: SessionFactory, *, on_ready: Callable[[str, int], None] | None = None,
+          **kwargs: Any) -> None:
+    """Run the server until interrupted or terminated (the ``dpsql serve`` command).
+
+    ``on_ready(host, port)`` is called once the socket is bound (port 0 picks a free port)."""
 
     async def main() -> None:
         server = PgServer(session_factory, **kwargs)
         host, port = await server.start()
-        log.warning("dpsql PostgreSQL-wire server listening on %s:%d", host, port)
-        await server.serve_forever()
+        if on_ready is not None:
+            on_ready(host, port)
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stopping.set)
+        task = asyncio.create_task(server.serve_forever())
+        await stopping.wait()
+        await server.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())

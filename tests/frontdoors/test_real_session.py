@@ -82,3 +82,30 @@ def test_cli_admin_protect_keys_public(tmp_path) -> None:
     with dpsql.connect(db, analyst="carol") as s:
         kinds = {t.name: (t.kind, t.privacy_unit) for t in s.tables()}
     assert kinds == {"visits": ("protected", "patient"), "wards": ("public", None)}
+
+
+def test_dpsql_serve_command(real_db, tls_files) -> None:
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", real_db, "--port", "0", "--tls-cert",
+                             tls_files[0], "--tls-key", tls_files[1]], stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, NB_NO_LEAK_WARNINGS="1"))
+    try:
+        line = proc.stderr.readline()
+        m = re.search(r"on 127\.0\.0\.1:(\d+) \(TLS required, auth scram\)", line)
+        assert m, line
+        conninfo = (f"host=127.0.0.1 port={m.group(1)} user=alice password={PASSWORD} dbname=flights "
+                    f"sslmode=verify-full sslrootcert={tls_files[0]}")
+        with psycopg.connect(conninfo, autocommit=True) as c:
+            assert c.pgconn.ssl_in_use
+            rows = c.execute("SELECT carrier, dp_count(dep_delay, epsilon := 0.5) AS n FROM flights "
+                             "GROUP BY carrier ORDER BY carrier").fetchall()
+            assert [r[0] for r in rows] == ["AA", "DL", "UA"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
