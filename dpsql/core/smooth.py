@@ -50,16 +50,18 @@ mechanism on the rounded value, so its support is the grid whatever the data.  T
 
 Parameters (never hard-coded).  The paper numerically optimises t per (n, eps, m) and sweeps m on the
 true data distribution; we minimise the same objective, trimming variance + E[S^2] Var[Z]/s^2, on a
-public planning model: N(0, sigma_hat^2) order statistics with sigma_hat = 4 x the private IQR-type
-bound of :func:`~dpsql.core.universal.iqr_lower_bound` (for Gaussian data the 3/16-quantile of
-|X - X'| is 0.335 sigma and the bound is a power of two in (q/2, q]), n = the noisy count, and the
-released width b - a (:func:`plan`).  s and the shape come from (eps, t) in closed form (LLN: the
-cubic 5 eps sigma^3 - 5 t sigma^2 - t = 0; ULN: sigma = max(sqrt 2, sigma_u); arsinh: Prop. 5 with
-sigma = 1; Student's t: see :func:`student_calibrate`).
+public planning model: N(0, sigma_hat^2) order statistics with sigma_hat = (b - a)/SCALE_DIV for the
+released range [a, b], n = the conservative noisy count, and the width b - a (:func:`plan`).  s and the
+shape come from (eps, t) in closed form (LLN: the cubic 5 eps sigma^3 - 5 t sigma^2 - t = 0; ULN:
+sigma = max(sqrt 2, sigma_u); arsinh: Prop. 5 with sigma = 1; Student's t: :func:`student_calibrate`).
 
-Budget (module constants, shares of eps for the pure method and of rho for the zCDP ones; a pure
-eps_i-DP step costs eps_i^2/2 in zCDP): noisy count, scale bound, private range (only without
-lower/upper: seed 003's InfiniteDomainRange on a Poisson subsample, as in ``mean_range``), main.
+Range.  [a, b] is always seed 003's InfiniteDomainRange (on a Poisson subsample, bucket from
+``iqr_lower_bound``, as in ``mean_range``), intersected with lower/upper when given; user bounds also
+clamp the data.  We measured that a private range beats the paper's loose public bounds by orders of
+magnitude at small n (the floor terms grow with b - a), so it is run even when bounds are given.
+
+Budget (SPLIT: shares of eps for the pure method and of rho for the zCDP ones; a pure eps_i-DP step
+costs eps_i^2/2 in zCDP): noisy count 0.05, bucket 0.05, range 0.2, main release 0.7.
 """
 
 from __future__ import annotations
@@ -91,14 +93,13 @@ __all__ = [
     "trimmed_release",
     "release_parts",
     "prepare",
-    "SPLIT_BOUNDED",
-    "SPLIT_FREE",
+    "SPLIT",
 ]
 
-#: shares (of eps for the pure method, of rho for the zCDP methods) with user bounds lower/upper
-SPLIT_BOUNDED = {"count": 0.05, "scale": 0.05, "main": 0.90}
-#: shares without bounds: the range step is seed 003's InfiniteDomainRange (pure)
-SPLIT_FREE = {"count": 0.05, "scale": 0.05, "range": 0.20, "main": 0.70}
+#: budget shares (of eps for the pure method, of rho for the zCDP methods)
+SPLIT = {"count": 0.05, "bucket": 0.05, "range": 0.20, "main": 0.70}
+#: planning scale: sigma_hat = width of the released range / SCALE_DIV
+SCALE_DIV = 4.0
 STUDENT_DF = 3  # the paper's degrees of freedom
 CODE_SHIFT = 35  # data codes: gamma = pow2_floor(half width) * 2**-35, |code| <= 2**36
 RELEASE_CODES = 16.0  # release grid, in codes (2**-31 of the half width)
@@ -556,18 +557,21 @@ class Prepared:
 
 
 def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: NoiseFamily) -> Prepared:
-    """Noisy count, scale bound, range (private unless lower/upper are given), then :func:`plan`.
+    """Noisy count, private range (intersected with lower/upper when given), then :func:`plan`.
 
-    Costs (shares in SPLIT_BOUNDED / SPLIT_FREE; for zCDP a pure eps_i step costs eps_i^2/2):
-    count: discrete Laplace (pure) or discrete Gaussian (zCDP), sensitivity 1 under add/remove;
-    scale: :func:`~dpsql.core.universal.iqr_lower_bound` (pure); range: InfiniteDomainRange on a
-    Poisson subsample as in :func:`~dpsql.core.universal.mean_range` (pure, amplified).  The plan uses
-    a conservative count n_hat - 2 sd(count noise) so that the window rarely empties.
+    Costs (shares in SPLIT; for zCDP a pure eps_i step costs eps_i^2/2): count: discrete Laplace (pure)
+    or discrete Gaussian (zCDP), sensitivity 1 under add/remove; bucket:
+    :func:`~dpsql.core.universal.iqr_lower_bound` (pure); range: InfiniteDomainRange on a Poisson
+    subsample with that bucket, as in :func:`~dpsql.core.universal.mean_range` (pure, amplified).
+    User bounds clamp the data and the range (post-processing); the range is run even with bounds,
+    because the smooth sensitivity's floor grows with the width (the paper's loose [-50, 1050] costs
+    far more than the range's share; benchmarks/results/paper_seed001.md).  The plan uses the
+    conservative count n_hat - 2 sd(count noise), so that the window rarely empties, and the scale
+    width / SCALE_DIV (the range holds all but O(log(1/beta)/eps) rows: a few sigma for Gaussian data).
     """
     pure = family.notion == "pure"
     total = budget.epsilon if pure else budget.rho
-    bounded = params.lower is not None and params.upper is not None
-    sp = SPLIT_BOUNDED if bounded else SPLIT_FREE
+    sp = SPLIT
 
     def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
         return share * total if pure else math.sqrt(2.0 * share * total)
@@ -582,18 +586,16 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
         sd = 1.0 / math.sqrt(2.0 * sp["count"] * total)
         n_hat = s.sizes + discrete_gaussian(sd, rng, G)
     n_hat = n_hat.astype(np.float64)
-    b_iqr = iqr_lower_bound(s, eps_of(sp["scale"]), rng)
-    if bounded:
-        a = np.full(G, float(params.lower))
-        b = np.full(G, float(params.upper))
-    else:
-        eta = min(1.0, eps_of(1.0))
-        sub = _subsample(s, eta, rng)
-        l, r = infinite_range(sub, b_iqr, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
-        a, b = _intersect(l, r, params)
+    # the bucket sets the range's resolution (as in mean_range); a finer one would weaken the median's
+    # exponential mechanism (more candidates), a coarser one widens the range
+    bucket = iqr_lower_bound(s, eps_of(sp["bucket"]), rng)
+    eta = min(1.0, eps_of(1.0))
+    sub = _subsample(s, eta, rng)
+    l, r = infinite_range(sub, bucket, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
+    a, b = _intersect(l, r, params)
     eps_main = eps_of(sp["main"])
     width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
-    m, t = plan(n_hat - 2.0 * sd, 4.0 * b_iqr, width, eps_main, family)
+    m, t = plan(n_hat - 2.0 * sd, width / SCALE_DIV, width, eps_main, family)
     return Prepared(s, n_hat, a, b, m, t, eps_main)
 
 
@@ -606,11 +608,11 @@ def _make_run(family: NoiseFamily) -> Callable[[Batch, Privacy, Params, Rng], np
     run.__doc__ = (
         f"dp_mean, trimmed mean + smooth sensitivity with {family.name.upper()} noise (seed 001), add/remove.\n\n"
         + (
-            "Cost eps (pure) = count 0.05 + scale 0.05 + [range 0.2] + main 0.9 [0.7] (of eps)."
+            "Cost eps (pure) = count 0.05 + bucket 0.05 + range 0.2 + main 0.7 (of eps)."
             if family.notion == "pure"
-            else "Cost rho (zCDP) = count 0.05 + scale 0.05 + [range 0.2] + main 0.9 [0.7] (of rho)."
+            else "Cost rho (zCDP) = count 0.05 + bucket 0.05 + range 0.2 + main 0.7 (of rho)."
         )
-        + "  Bracketed parts apply without lower/upper.  NULL when the noisy count < 1."
+        + "  NULL when the noisy count < 1."
     )
     return run
 
