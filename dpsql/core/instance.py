@@ -39,8 +39,8 @@ Re-derivations for add/remove neighbours (the paper is replace-one with a public
   no budget for one.  With
   ``lower``/``upper`` the values are clamped and the median search runs over the paper's grid of
   ``2**32`` buckets of ``[lower, upper]`` (``T = 32``; Remark 1's quantisation).  The clipping radius is
-  searched, in both modes, over float64 codes of ``[0, 2**1001]`` truncated to 8 mantissa bits (a
-  relative resolution of 2**-8 on C, rounded up; ``T = 19``): the radius needs relative, not absolute,
+  searched, in both modes, over float64 codes of ``[0, 2**1001]`` truncated to 6 mantissa bits (a
+  relative resolution of 2**-6 on C, rounded up; ``T = 17``): the radius needs relative, not absolute,
   precision, and fewer steps mean less noise per step.
 
 Floating-point safety.  Every released number is an integer code of a data-independent finite set
@@ -89,11 +89,11 @@ BOUNDED_BITS = 32
 SPLIT_CM_GAUSS = {"radius": 1 / 4, "count": 1 / 16, "sum": 11 / 16}
 SPLIT_SCM_GAUSS = {"median": 1 / 4, "radius": 3 / 16, "count": 1 / 16, "sum": 1 / 2}
 SPLIT_CM = {"radius": 0.4, "count": 0.1, "sum": 0.5}
-SPLIT_SCM = {"median": 0.2, "radius": 0.35, "count": 0.1, "sum": 0.35}
+SPLIT_SCM = {"median": 0.2, "radius": 0.4, "count": 0.05, "sum": 0.35}
 
-#: the clipping radius is searched with this many mantissa bits (relative resolution 2**-8: the radius
-#: only sets the clip and the noise scale, so 0.4% is plenty); T = 19 steps instead of 63
-RADIUS_BITS = 8
+#: the clipping radius is searched with this many mantissa bits (relative resolution 2**-6: the radius
+#: only sets the clip and the noise scale, so 1.6% is plenty); T = 17 steps instead of 63
+RADIUS_BITS = 6
 _RSHIFT = 52 - RADIUS_BITS
 #: centres and quantiles are searched with this many mantissa bits (relative resolution 2**-36, about
 #: 1.5e-11 of |value|; fine unless |mean| / spread exceeds ~1e10); T = 48 steps instead of 64
@@ -410,7 +410,7 @@ def _quantile(batch: Batch, params: Params, notion: str, budget: float, rng: Rng
 def run_clipped_rank(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean 'clipped_rank' (CM, Theorem 2, pure eps-DP with discrete Laplace noise).
 
-    Cost eps = radius 0.4 (PrivQuant on |x|, Laplace, T = 19) + count 0.1 + clipped sum 0.5.
+    Cost eps = radius 0.4 (PrivQuant on |x|, Laplace, T = 17) + count 0.1 + clipped sum 0.5.
     C is the point with (noisily) k = max(1/eps_sum, tau) points of |x| above it.  Not shift invariant.
     """
     return cm_mean(batch, params, "pure", budget.epsilon, SPLIT_CM, rng)
@@ -425,7 +425,7 @@ def run_clipped_rank_gauss(batch: Batch, budget: Privacy, params: Params, rng: R
 def run_shifted_cm(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean 'shifted_cm' (Shifted-CM, Theorem 3, pure eps-DP with discrete Laplace noise).
 
-    Cost eps = median 0.2 + radius 0.35 + count 0.1 + centred clipped sum 0.35.  Error ~ (max - min)/n.
+    Cost eps = median 0.2 + radius 0.4 + count 0.05 + centred clipped sum 0.35.  Error ~ (max - min)/n.
     """
     return cm_mean(batch, params, "pure", budget.epsilon, SPLIT_SCM, rng)
 
