@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,8 @@ def world() -> FakeWorld:
 
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a self-signed certificate")
     d = tmp_path_factory.mktemp("tls")
     cert, key = d / "server.crt", d / "server.key"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",

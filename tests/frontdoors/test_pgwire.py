@@ -6,11 +6,12 @@ import datetime as dt
 import threading
 from decimal import Decimal
 
-import psycopg
 import pytest
 
 from .fakes import FakeWorld
 from .harness import PASSWORD
+
+psycopg = pytest.importorskip("psycopg")
 
 
 def dsn(addr: tuple[str, int], user: str = "alice", password: str = PASSWORD, sslmode: str = "disable") -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +18,8 @@ def dsn(addr: tuple[str, int]) -> str:
 
 def test_server_over_real_session(real_server, real_db) -> None:
     import dpsql
+
+    psycopg = pytest.importorskip("psycopg")
 
     with psycopg.connect(dsn(real_server), autocommit=True) as c:
         notices: list[str] = []
@@ -85,6 +86,7 @@ def test_cli_admin_protect_keys_public(tmp_path) -> None:
 
 
 def test_dpsql_serve_command(real_db, tls_files) -> None:
+    psycopg = pytest.importorskip("psycopg")
     import os
     import re
     import signal
