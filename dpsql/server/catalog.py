@@ -123,6 +123,11 @@ CREATE TABLE pg_foreign_table (ftrelid BIGINT, ftserver BIGINT, ftoptions VARCHA
 CREATE TABLE pg_partitioned_table (partrelid BIGINT, partstrat VARCHAR, partnatts SMALLINT);
 CREATE TABLE pg_depend (classid BIGINT, objid BIGINT, objsubid INTEGER, refclassid BIGINT, refobjid BIGINT,
   refobjsubid INTEGER, deptype VARCHAR);
+CREATE TABLE pg_auth_members (oid BIGINT, roleid BIGINT, member BIGINT, grantor BIGINT, admin_option BOOLEAN);
+CREATE TABLE pg_foreign_server (oid BIGINT, srvname VARCHAR, srvowner BIGINT, srvfdw BIGINT, srvtype VARCHAR,
+  srvversion VARCHAR, srvacl VARCHAR[], srvoptions VARCHAR[]);
+CREATE TABLE pg_foreign_data_wrapper (oid BIGINT, fdwname VARCHAR, fdwowner BIGINT, fdwhandler BIGINT,
+  fdwvalidator BIGINT, fdwacl VARCHAR[], fdwoptions VARCHAR[]);
 CREATE TABLE pg_opclass (oid BIGINT, opcmethod BIGINT, opcname VARCHAR, opcnamespace BIGINT, opcdefault BOOLEAN);
 CREATE TABLE pg_event_trigger (oid BIGINT, evtname VARCHAR);
 CREATE TABLE pg_settings (name VARCHAR, setting VARCHAR, unit VARCHAR, category VARCHAR, short_desc VARCHAR,
