@@ -18,7 +18,7 @@ dp_iqr/(quantile_cont(x, 0.75) - quantile_cont(x, 0.25)); all dp_* at epsilon :=
 fresh subprocess, reporting its wall time and peak resident memory (``ru_maxrss``) above the process's
 resident memory after opening the database, against the raw column size (8 bytes per row).
 
-Writes ``benchmarks/results/speed.md`` (``--big``: ``speed_big.md``; ``--scaling``: ``speed_scaling.md`` and
+Writes ``benchmarks/results/speed.md`` (``--big``: ``speed_big_<rows>.md``; ``--scaling``: ``speed_scaling.md`` and
 ``speed_vs_rows.png``).
 """
 
@@ -272,8 +272,11 @@ def big(args: argparse.Namespace) -> None:
     print(f"built {rows:.0e} rows x {groups} groups in {time.perf_counter() - t0:.0f}s ({dbfile})", flush=True)
     col_mb = rows * 8 / 2**20
     trs = []
+    only = set(args.big_aggregates.split(",")) if args.big_aggregates else None
     for by in (None, "g"):
         for dp_name, dp_expr, nat_name, nat_expr in PAIRS:
+            if only and dp_name not in only:
+                continue
             for label, expr in ((nat_name, nat_expr), (dp_name, dp_expr)):
                 cmd = [sys.executable, os.path.abspath(__file__), "--_child", dbfile, expr, by or "",
                        str(args.threads or 0)]
@@ -290,13 +293,13 @@ def big(args: argparse.Namespace) -> None:
                 print("  ", trs[-1], flush=True)
     os.remove(dbfile)
     text = "\n".join([
-        "# dpsql at 100M rows", "",
+        f"# dpsql at {rows:,} rows, {groups:,} groups: time and peak memory", "",
         f"`benchmarks/speed.py --big` on {machine()}; {rows:.0e} lognormal rows, {groups} groups, DuckDB file; "
         f"load average {args.load0} at start, {loadavg()} at end. Each query in a fresh process. Column size "
         f"(8 bytes x rows) = {col_mb:.0f} MiB. 'extra' = peak RSS minus RSS after opening the database.", "",
         md_table(["aggregate", "groups", "seconds", "peak RSS MiB", "extra MiB", "extra / column size"], trs), ""])
     os.makedirs(args.outdir, exist_ok=True)
-    with open(os.path.join(args.outdir, "speed_big.md"), "w") as f:
+    with open(os.path.join(args.outdir, f"speed_big_{rows:.0e}.md".replace("+", "")), "w") as f:
         f.write(text)
     print(text)
 
@@ -323,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--big", action="store_true", help="100M rows / 100k groups with peak memory")
     ap.add_argument("--big-rows", type=float, default=1e8)
     ap.add_argument("--big-groups", type=float, default=1e5)
+    ap.add_argument("--big-aggregates", type=str, default="", help="comma-separated dp names (default: all)")
     ap.add_argument("--outdir", type=str, default=RESULTS)
     args = ap.parse_args(argv)
     args.load0 = loadavg()
