@@ -354,13 +354,20 @@ def cm_mean(batch: Batch, params: Params, notion: str, budget: float, split: dic
     clipped sum ``sum clip(x - c, -C, C)`` (sensitivity C: one row adds or removes one term).  Adaptive
     sequential composition; everything after is post-processing:
     ``mean = c + sum / max(count, 1)``, clamped into ``[c - C, c + C]`` (where the clipped mean lies) and
-    into ``[lower, upper]`` when given.  NULL when the noisy count is below 1.
+    into ``[lower, upper]`` when given.  NULL when the noisy count is below 1 (CM), resp. below
+    ``2 tau_med`` (Shifted-CM: the paper's condition n = Omega(tau) of Theorem 3, with the median's rank
+    margin at ``beta :=``; below it the private median is not reliably inside the data, and a centre far
+    outside would give astronomically large errors).  Post-processing of the released count.
     """
     s = _bounded(batch, params).sorted()
     G = s.groups
     dom = _Domain.of(params)
+    n_min = 1.0
     if "median" in split:
-        c = private_median(s, dom, _Noise(notion, split["median"] * budget), rng)
+        med_noise = _Noise(notion, split["median"] * budget)
+        c = private_median(s, dom, med_noise, rng)
+        lo, hi = dom.value_range()
+        n_min = max(1.0, 2.0 * med_noise.tau((hi - lo).bit_length(), 0.5, params.beta))
     else:
         c = np.zeros(G)
     b_sum = split["sum"] * budget
@@ -376,7 +383,7 @@ def cm_mean(batch: Batch, params: Params, notion: str, budget: float, split: dic
         mean = np.maximum(mean, params.lower)
     if params.upper is not None:
         mean = np.minimum(mean, params.upper)
-    return np.where(n >= 1.0, mean, np.nan)
+    return np.where(n >= n_min, mean, np.nan)
 
 
 def _quantile(batch: Batch, params: Params, notion: str, budget: float, rng: Rng) -> np.ndarray:

@@ -90,6 +90,13 @@ def test_privquant_step_is_sharp() -> None:
     b = I.privquant(codes1, offs1, 0, 1, None, 1.0, 0.0, 1.0, noise, rng)
     e = empirical_epsilon(a.astype(np.float64), b.astype(np.float64))
     assert 0.7 <= e <= 1.0
+    # the median query #{x <= y} - n/2 has sensitivity 1/2: noise is calibrated to 1/2, so the loss is
+    # still at most eps (and close to it): {} vs {code 0} moves Q from 0 to 1/2
+    codes0 = np.zeros(G, dtype=np.uint64)
+    a = I.privquant(np.zeros(0, dtype=np.uint64), offs0, 0, 1, None, 0.5, 0.0, 0.5, noise, rng)
+    b = I.privquant(codes0, offs1, 0, 1, None, 0.5, 0.0, 0.5, noise, rng)
+    e = empirical_epsilon(a.astype(np.float64), b.astype(np.float64))
+    assert 0.7 <= e <= 1.0
 
 
 # --------------------------------------------------------------------------- accuracy
