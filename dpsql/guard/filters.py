@@ -5,10 +5,10 @@ statistic.  ``dp_count(*)`` counts the rows where ``c`` holds.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog
->>> q = "SELECT dp_count(*) FILTER (WHERE y > 1) FROM t"
+>>> q = "SELECT dp_count(*) FILTER (WHERE y > 1) AS n FROM t"
 >>> ctx = Context("", Catalog({}), tree=sqlglot.parse_one(q, read="duckdb"))
 >>> rewrite_filters(ctx); ctx.tree.sql("duckdb")
-'SELECT DP_COUNT(CASE WHEN y > 1 THEN 1 END) FROM t'
+'SELECT DP_COUNT(CASE WHEN y > 1 THEN 1 END) AS n FROM t'
 """
 
 from __future__ import annotations
@@ -33,4 +33,7 @@ def rewrite_filters(ctx: Context) -> None:
         case = exp.Case(ifs=[exp.If(this=cond, true=value)])
         new_call = call.copy()
         new_call.expressions[0].replace(case)
+        if isinstance(node.parent, exp.Select) and node in node.parent.expressions:
+            # an unaliased select item keeps the name the analyst wrote
+            new_call = exp.alias_(new_call, node.sql("duckdb", normalize_functions="lower"), quoted=True)
         node.replace(new_call)
