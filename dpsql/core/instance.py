@@ -31,17 +31,17 @@ Re-derivations for add/remove neighbours (the paper is replace-one with a public
   ``sigma sqrt(2 ln(2T/beta))`` (Gaussian, digest 7.5) or ``t ln(2T/beta)`` (Laplace), with
   ``beta = min(beta :=, BETA_RANK)`` (see BETA_RANK).
 * *The denominator*: a noisy count with a declared share.  Because the sum is centred at ``c``, the
-  count's error multiplies only ``mean - c`` (small after the shift).
+  count's error multiplies only ``mean - c`` (small after the shift).  Shifted-CM returns NULL when the
+  noisy count is below ``2 tau_med`` (Theorem 3's condition n = Omega(tau)), CM when it is below 1.
 * *Domain.*  Without ``lower``/``upper`` (the bound-free default) the search runs over the order-preserving
   integer codes of float64 (the IEEE-754 bit pattern, sign-folded): the domain is every double in
   ``[-2**1000, 2**1000]``, truncated to 36 mantissa bits (``T = 48`` steps; a relative resolution of
   1.5e-11, which matters only when |mean| exceeds 1e10 times the spread), which needs no range step and
-  no budget for one.  With
-  ``lower``/``upper`` the values are clamped and the median search runs over the paper's grid of
-  ``2**32`` buckets of ``[lower, upper]`` (``T = 32``; Remark 1's quantisation).  The clipping radius is
-  searched, in both modes, over float64 codes of ``[0, 2**1001]`` truncated to 6 mantissa bits (a
-  relative resolution of 2**-6 on C, rounded up; ``T = 17``): the radius needs relative, not absolute,
-  precision, and fewer steps mean less noise per step.
+  no budget for one.  With ``lower``/``upper`` the values are clamped and the median search runs over
+  the paper's grid of ``2**32`` buckets of ``[lower, upper]`` (``T = 32``; Remark 1's quantisation).
+  The clipping radius is searched, in both modes, over float64 codes of ``[0, 2**1001]`` truncated to
+  6 mantissa bits (a relative resolution of 2**-6 on C, rounded up; ``T = 17``): the radius needs
+  relative, not absolute, precision, and fewer steps mean less noise per step.
 
 Floating-point safety.  Every released number is an integer code of a data-independent finite set
 (PrivQuant's outputs), an integer plus discrete noise (count), or an integer number of power-of-two grid
