@@ -56,6 +56,8 @@ def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, s
         raise refuse("060", "dp_count: give a value or *")
     if positional and isinstance(positional[0], exp.Star) and fn != "dp_count":
         raise refuse("060", f"{fn}: * is only allowed in dp_count")
+    if positional and not isinstance(positional[0], exp.Star) and positional[0].find(exp.Star):
+        raise refuse("012", f"{fn}: stars are not allowed inside the value argument")
     if positional and isinstance(positional[0], exp.Distinct):
         raise refuse("050", f"{fn}: DISTINCT is not allowed in dp_* aggregates")
     if fn == "dp_quantile":

@@ -121,6 +121,8 @@ HOSPITAL: list[tuple[str, str]] = [
     (f"SELECT {C} FROM visits AT (VERSION => 1)", "DPSQL-E012"),
     (f"SELECT {C} FROM visits WHERE cost // 0 = 1", "DPSQL-E012"),
     (f"SELECT {C} FROM visits WHERE {{'a': cost}}.a > 1", "DPSQL-E012"),
+    ("SELECT dp_count(v.*, epsilon := 1) FROM visits v", "DPSQL-E012"),
+    ("SELECT dp_count(*, epsilon := ?) FROM visits", "DPSQL-E012"),
     # E020: protected values reaching the output
     ("SELECT * FROM visits", "DPSQL-E020"),
     ("SELECT note FROM visits", "DPSQL-E020"),
