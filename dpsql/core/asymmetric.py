@@ -209,12 +209,15 @@ def _rev_cumsum(a: np.ndarray) -> np.ndarray:
 def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     """``(log f, log Lbar)`` for the population variance under add/remove: ``Lbar`` is ``[G, C]``.
 
-    ``f = (1/n) sum (x - mean)**2`` (0 for n <= 1, and for the empty set).  For ``l < h = min(C + 1,
-    ceil(n/2))``: ``Lbar^l = L^l = min_{k <= l} W_k / (n + l - 2k)`` (exact infimum over the add/remove ball:
-    removing k rows leaves at best a window of n - k sorted values, and adding ``l - k`` rows at its mean
-    divides its SSD by the new size); ``Lbar^l = 0`` for ``l >= h``.  As ``|h(x) - h(x')| <= 1``, Def. A.1
-    holds.  The cut at ceil(n/2) keeps every window around the median, where sums are accumulated outward
-    (no cancellation even with huge outliers).  Work: O(n + min(C, n)^2) per group.
+    ``f = (1/n) sum (x - mean)**2`` (0 for n <= 1, and for the empty set).  For ``l < h = min(C + 1, n - 1)``:
+    ``Lbar^l = L^l = min_{k <= l} W_k / (n + l - 2k)`` (exact infimum over the add/remove ball: removing k
+    rows leaves at best a window of n - k sorted values, and adding ``l - k`` rows at its mean divides its
+    SSD by the new size); ``Lbar^l = 0`` for ``l >= h`` (exact for ``l >= n - 1``: one row is left).  As
+    ``|h(x) - h(x')| <= 1``, Def. A.1 holds.  Window sums never subtract: for ``k < n/2`` every window holds
+    the median, and sums accumulate outward from it; the deeper windows (only when n <= 2C + 1) accumulate
+    rightward from their own first row.  Either way the anchor lies in the window, so the relative rounding
+    error is at most ~(window size) * 2**-53 even with huge outliers.  Work: O(n + C^2) per group, plus
+    O(n C) for groups of n <= 2C + 1.
     """
     G = s.groups
     n = s.sizes
@@ -242,7 +245,9 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     hi = np.where(ok, d[np.clip(off[1:, None] - 1 - jj[None, :], 0, last)], 0.0)
     ls1, ls2 = _rev_cumsum(lo), _rev_cumsum(lo * lo)
     hs1, hs2 = _rev_cumsum(hi), _rev_cumsum(hi * hi)
-    W = np.full((G, cw + 1), np.inf)
+    kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
+    cwf = int(kf.max()) if G else 0
+    W = np.full((G, max(cw, cwf) + 1), np.inf)
     nf = n.astype(np.float64)
     for k in range(cw + 1):
         i = np.arange(k + 1)
@@ -251,18 +256,56 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
         with np.errstate(divide="ignore", invalid="ignore"):
             ssd = np.maximum(s2 - s1 * s1 / np.maximum(nf - k, 1.0)[:, None], 0.0)
         W[:, k] = np.where(k <= kg, ssd.min(axis=1), np.inf)
+    _deep_windows(d, off, n, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
     L = np.zeros((G, C))
-    for l in range(1, min(cw, C) + 1):
+    for l in range(1, min(cwf, C) + 1):
         k = np.arange(l + 1)
         den = nf[:, None] + l - 2.0 * k[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            val = np.where(k[None, :] <= kg[:, None], W[:, : l + 1] / np.maximum(den, 1.0), np.inf)
-        L[:, l - 1] = np.where(l <= kg, val.min(axis=1), 0.0)
+            val = np.where(k[None, :] <= kf[:, None], W[:, : l + 1] / np.maximum(den, 1.0), np.inf)
+        L[:, l - 1] = np.where(l <= kf, val.min(axis=1), 0.0)
     L = np.minimum.accumulate(np.minimum(L, f[:, None]), axis=1)
     with np.errstate(divide="ignore"):
         two_log_sc = 2.0 * np.log(sc)
         return np.log(f) + two_log_sc, np.log(L) + two_log_sc[:, None]
+
+
+def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray) -> None:
+    """Fill ``W[g, k]`` for ``kg[g] < k <= kf[g]`` (windows of n - k sorted values that may miss the median).
+
+    Loop over the window start a: sums of ``d_j - d_a`` and their squares accumulate rightward from a, so
+    the window ``[a, a + n - k)`` of every k >= a is read off one cumsum.  Only groups of n <= 2C + 1 take
+    part.  Work O(n) per (group, a).
+    """
+    sel = np.flatnonzero(kf > kg)
+    if sel.size == 0:
+        return
+    ns = n[sel]
+    width = int(ns.max())
+    jj = np.arange(width)
+    inside = jj[None, :] < ns[:, None]
+    X = np.where(inside, d[np.clip(off[sel, None] + jj[None, :], 0, d.size - 1)], 0.0)
+    k_lo, k_hi = int(kg[sel].min()) + 1, int(kf[sel].max())
+    ks = np.arange(k_lo, k_hi + 1)
+    w = ns[:, None] - ks[None, :]  # window sizes n - k
+    valid = (ks[None, :] > kg[sel, None]) & (ks[None, :] <= kf[sel, None]) & (w >= 1)
+    rows = np.arange(sel.size)[:, None]
+    best = np.full((sel.size, ks.size), np.inf)
+    nf = ns.astype(np.float64)[:, None]
+    for a in range(k_hi + 1):
+        y = X[:, a:] - X[:, a : a + 1]
+        c1 = np.cumsum(y, axis=1)
+        c2 = np.cumsum(y * y, axis=1)
+        col = np.clip(w - 1, 0, c1.shape[1] - 1)
+        ok = valid & (ks[None, :] >= a) & (a + w <= nf)
+        s1, s2 = c1[rows, col], c2[rows, col]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ssd = np.maximum(s2 - s1 * s1 / np.maximum(w, 1), 0.0)
+        best = np.where(ok, np.minimum(best, ssd), best)
+    sub = W[sel]
+    sub[:, k_lo : k_hi + 1] = np.where(valid, best, sub[:, k_lo : k_hi + 1])
+    W[sel] = sub
 
 
 # --------------------------------------------------------------------------- sum bounds

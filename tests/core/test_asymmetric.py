@@ -89,7 +89,7 @@ def test_variance_lower_bounds_are_the_ball_infimum():
         n = int(rng.integers(2, 9))
         x = np.sort(rng.standard_t(2, n))
         lf, lL = A.var_bounds(Batch.from_lists([x]).sorted(), 4)
-        h = min(5, (n + 1) // 2)
+        h = min(5, n - 1)
         for ell in range(1, 5):
             if ell >= h:
                 assert np.isneginf(lL[0, ell - 1])
@@ -129,6 +129,10 @@ def test_bounds_are_outlier_safe():
     assert math.isclose(math.exp(lL[0, 0]), rest.var() * 4 / 5 * 5 / 5 * (4 / 4), rel_tol=1e-9) or math.isclose(
         math.exp(lL[0, 0]), min(rest.var() * 4 / 4, np.var(x) * 5 / 6, np.var(x[1:]) * 4 / 4), rel_tol=1e-9
     )
+    # deep windows (k >= n/2) that drop a low outlier: L^3 of {-1e12, 0, 1, 2, 3} keeps {1, 2} or {2, 3}
+    y = [-1e12, 0.0, 1.0, 2.0, 3.0]
+    _, lL = A.var_bounds(Batch.from_lists([y]).sorted(), 4)
+    assert math.isclose(math.exp(lL[0, 2]), min(0.5 / 2, np.var([0.0, 1.0, 2.0]) * 3 / 4), rel_tol=1e-9)
     _, lS, _ = A.sum_bounds(Batch.from_lists([x]).sorted(), np.zeros(1), 3)
     assert math.isclose(math.exp(lS[0, 0]), 6.0, rel_tol=1e-12)
 
