@@ -50,18 +50,20 @@ mechanism on the rounded value, so its support is the grid whatever the data.  T
 
 Parameters (never hard-coded).  The paper numerically optimises t per (n, eps, m) and sweeps m on the
 true data distribution; we minimise the same objective, trimming variance + E[S^2] Var[Z]/s^2, on a
-public planning model: N(0, sigma_hat^2) order statistics with sigma_hat = (b - a)/SCALE_DIV for the
-released range [a, b], n = the conservative noisy count, and the width b - a (:func:`plan`).  s and the
-shape come from (eps, t) in closed form (LLN: the cubic 5 eps sigma^3 - 5 t sigma^2 - t = 0; ULN:
-sigma = max(sqrt 2, sigma_u); arsinh: Prop. 5 with sigma = 1; Student's t: :func:`student_calibrate`).
+public planning model: N(0, sigma_hat^2) order statistics with sigma_hat = min(4 x bucket, (b-a)/4)
+(bucket = the private IQR-type bound of ``iqr_lower_bound``), n = the conservative noisy count, and the
+width b - a (:func:`plan`).  s and the shape come from (eps, t) in closed form (LLN: the cubic
+5 eps sigma^3 - 5 t sigma^2 - t = 0; ULN: sigma = max(sqrt 2, sigma_u); arsinh: Prop. 5 with sigma = 1;
+Student's t: :func:`student_calibrate`).
 
-Range.  [a, b] is always seed 003's InfiniteDomainRange (on a Poisson subsample, bucket from
-``iqr_lower_bound``, as in ``mean_range``), intersected with lower/upper when given; user bounds also
-clamp the data.  We measured that a private range beats the paper's loose public bounds by orders of
-magnitude at small n (the floor terms grow with b - a), so it is run even when bounds are given.
+Range.  With lower and upper given, [a, b] = [lower, upper] (the data are clamped to it).  Otherwise
+[a, b] is seed 003's InfiniteDomainRange (on a Poisson subsample, bucket from ``iqr_lower_bound``, as
+in ``mean_range``), intersected with a single given bound.  Error depends on b - a only through
+log(b - a) (the floor terms), so loose bounds are cheap; running the private range as well and
+intersecting (RANGE_WITH_BOUNDS) was measured worse (benchmarks/results/paper_seed001.md).
 
-Budget (SPLIT: shares of eps for the pure method and of rho for the zCDP ones; a pure eps_i-DP step
-costs eps_i^2/2 in zCDP): noisy count 0.05, bucket 0.05, range 0.2, main release 0.7.
+Budget: SPLIT_ZCDP (shares of rho) and SPLIT_PURE (shares of eps): noisy count, bucket, range (its
+share goes to the main release when both bounds are given), main release.
 """
 
 from __future__ import annotations
@@ -93,13 +95,20 @@ __all__ = [
     "trimmed_release",
     "release_parts",
     "prepare",
-    "SPLIT",
+    "SPLIT_ZCDP",
+    "SPLIT_PURE",
 ]
 
-#: budget shares (of eps for the pure method, of rho for the zCDP methods)
-SPLIT = {"count": 0.05, "bucket": 0.05, "range": 0.20, "main": 0.70}
-#: planning scale: sigma_hat = width of the released range / SCALE_DIV
+#: budget shares of rho (zCDP methods; a pure eps_i step costs eps_i^2/2, so sqrt(share) of the CDP eps)
+SPLIT_ZCDP = {"count": 0.05, "bucket": 0.05, "range": 0.20, "main": 0.70}
+#: budget shares of eps (pure method: linear shares leave less to the auxiliary steps, so they get more)
+SPLIT_PURE = {"count": 0.05, "bucket": 0.10, "range": 0.30, "main": 0.55}
+#: planning scale: sigma_hat = min(4 x bucket, width / SCALE_DIV)
 SCALE_DIV = 4.0
+#: run the private range even when lower/upper are given (and intersect).  False (default, measured
+#: better in benchmarks/results/paper_seed001.md): with both bounds, use them alone and give the
+#: range's share to the main step.
+RANGE_WITH_BOUNDS = False
 STUDENT_DF = 3  # the paper's degrees of freedom
 CODE_SHIFT = 35  # data codes: gamma = pow2_floor(half width) * 2**-35, |code| <= 2**36
 RELEASE_CODES = 16.0  # release grid, in codes (2**-31 of the half width)
@@ -557,21 +566,21 @@ class Prepared:
 
 
 def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: NoiseFamily) -> Prepared:
-    """Noisy count, private range (intersected with lower/upper when given), then :func:`plan`.
+    """Noisy count, IQR-type bucket, range [a, b] (user bounds, else private), then :func:`plan`.
 
-    Costs (shares in SPLIT; for zCDP a pure eps_i step costs eps_i^2/2): count: discrete Laplace (pure)
-    or discrete Gaussian (zCDP), sensitivity 1 under add/remove; bucket:
-    :func:`~dpsql.core.universal.iqr_lower_bound` (pure); range: InfiniteDomainRange on a Poisson
-    subsample with that bucket, as in :func:`~dpsql.core.universal.mean_range` (pure, amplified).
-    User bounds clamp the data and the range (post-processing); the range is run even with bounds,
-    because the smooth sensitivity's floor grows with the width (the paper's loose [-50, 1050] costs
-    far more than the range's share; benchmarks/results/paper_seed001.md).  The plan uses the
-    conservative count n_hat - 2 sd(count noise), so that the window rarely empties, and the scale
-    width / SCALE_DIV (the range holds all but O(log(1/beta)/eps) rows: a few sigma for Gaussian data).
+    Costs (SPLIT_ZCDP / SPLIT_PURE; for zCDP a pure eps_i step costs eps_i^2/2):
+    count: discrete Gaussian (zCDP) or discrete Laplace (pure), sensitivity 1 under add/remove;
+    bucket: :func:`~dpsql.core.universal.iqr_lower_bound` (pure, counts over random pairs);
+    range (only without both bounds, or with RANGE_WITH_BOUNDS): InfiniteDomainRange on a Poisson
+    subsample with that bucket, as in :func:`~dpsql.core.universal.mean_range` (pure, amplified),
+    intersected with a single given bound.  With both bounds the range's share goes to the main step.
+    The plan uses the conservative count n_hat - 2 sd(count noise), so that the window rarely empties,
+    and the scale min(4 bucket, width / SCALE_DIV) (for Gaussian data the bucket is within a factor 2
+    of sigma/4: the 3/16-quantile of |X - X'| is 0.335 sigma).
     """
     pure = family.notion == "pure"
     total = budget.epsilon if pure else budget.rho
-    sp = SPLIT
+    sp = SPLIT_PURE if pure else SPLIT_ZCDP
 
     def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
         return share * total if pure else math.sqrt(2.0 * share * total)
@@ -589,13 +598,21 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
     # the bucket sets the range's resolution (as in mean_range); a finer one would weaken the median's
     # exponential mechanism (more candidates), a coarser one widens the range
     bucket = iqr_lower_bound(s, eps_of(sp["bucket"]), rng)
-    eta = min(1.0, eps_of(1.0))
-    sub = _subsample(s, eta, rng)
-    l, r = infinite_range(sub, bucket, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
-    a, b = _intersect(l, r, params)
-    eps_main = eps_of(sp["main"])
-    width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
-    m, t = plan(n_hat - 2.0 * sd, width / SCALE_DIV, width, eps_main, family)
+    if params.lower is not None and params.upper is not None and not RANGE_WITH_BOUNDS:
+        # user bounds only: the range's share goes to the main step; planning scale 4 x bucket
+        a, b = np.full(G, float(params.lower)), np.full(G, float(params.upper))
+        eps_main = eps_of(sp["main"] + sp["range"])
+        width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
+        scale = 4.0 * bucket
+    else:
+        eta = min(1.0, eps_of(1.0))
+        sub = _subsample(s, eta, rng)
+        l, r = infinite_range(sub, bucket, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
+        a, b = _intersect(l, r, params)
+        eps_main = eps_of(sp["main"])
+        width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
+        scale = np.minimum(4.0 * bucket, width / SCALE_DIV)
+    m, t = plan(n_hat - 2.0 * sd, scale, width, eps_main, family)
     return Prepared(s, n_hat, a, b, m, t, eps_main)
 
 
@@ -608,11 +625,11 @@ def _make_run(family: NoiseFamily) -> Callable[[Batch, Privacy, Params, Rng], np
     run.__doc__ = (
         f"dp_mean, trimmed mean + smooth sensitivity with {family.name.upper()} noise (seed 001), add/remove.\n\n"
         + (
-            "Cost eps (pure) = count 0.05 + bucket 0.05 + range 0.2 + main 0.7 (of eps)."
+            "Cost eps (pure) = count 0.05 + bucket 0.1 + range 0.3 + main 0.55 of eps (SPLIT_PURE)."
             if family.notion == "pure"
-            else "Cost rho (zCDP) = count 0.05 + bucket 0.05 + range 0.2 + main 0.7 (of rho)."
+            else "Cost rho (zCDP) = count 0.05 + bucket 0.05 + range 0.2 + main 0.7 of rho (SPLIT_ZCDP)."
         )
-        + "  NULL when the noisy count < 1."
+        + "  With lower and upper, the range's share goes to the main step.  NULL when the noisy count < 1."
     )
     return run
 
