@@ -61,6 +61,21 @@ def _replace_keys(expr: exp.Expression, srcs, keys: list, refs: list) -> exp.Exp
     return walk(expr)
 
 
+def _value(call: exp.Anonymous) -> exp.Expression | None:
+    """The value argument of a dp_* call, or None for ``dp_count(*)`` / ``dp_count_star()``."""
+    first = call.expressions[0] if call.expressions else None
+    if first is None or isinstance(first, exp.Star | exp.PropertyEQ | exp.Kwarg):
+        return None
+    return first
+
+
+def count_star(call: exp.Anonymous) -> None:
+    """``dp_count(*, ...)`` -> ``dp_count_star(...)`` (DuckDB macros take no ``*``)."""
+    if dp_name(call) == "dp_count" and call.expressions and isinstance(call.expressions[0], exp.Star):
+        named = [a.copy() for a in call.expressions[1:]]
+        call.replace(exp.Anonymous(this="dp_count_star", expressions=named))
+
+
 def output_name(item: exp.Expression) -> str:
     """The column name DuckDB would give a select item (approximately, for unaliased expressions)."""
     if isinstance(item, exp.Alias | exp.Column):
@@ -89,8 +104,8 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     key_cols = [project(key, f"{PREFIX}_k{j}") for j, key in enumerate(agg.keys)]
     arg_cols = []
     for i, call in enumerate(calls):
-        arg = call.node.expressions[0]
-        arg_cols.append(f"{PREFIX}_one" if isinstance(arg, exp.Star) else project(arg, f"{PREFIX}_a{i}"))
+        arg = _value(call.node)
+        arg_cols.append(f"{PREFIX}_one" if arg is None else project(arg, f"{PREFIX}_a{i}"))
     inner = inner.select(
         exp.alias_(agg.unit.copy(), f"{PREFIX}_u", quoted=True),
         exp.alias_(exp.Anonymous(this=f"{PREFIX}_rand"), f"{PREFIX}_r", quoted=True),
@@ -109,7 +124,12 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     slot.set("this", inner)
     # 3. dp_* calls read the bounded argument columns (dp_count(*) counts bounded rows)
     for call, col in zip(calls, arg_cols, strict=True):
-        call.node.expressions[0].replace(exp.column(col, table=B, quoted=True))
+        named = [a.copy() for a in call.node.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
+        rest = [a.copy() for a in call.node.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)][1:]
+        name = "dp_count" if call.function == "dp_count_star" else str(call.node.name)
+        new = exp.Anonymous(this=name, expressions=[exp.column(col, table=B, quoted=True), *rest, *named])
+        call.node.replace(new)
+        call.node = new
     # 4. group keys become the bounded key columns; output names are kept
     refs = [exp.column(c, table=B, quoted=True) for c in key_cols]
     items = []
@@ -129,7 +149,11 @@ def bound(ctx: Context, agg: Aggregation) -> None:
 
 
 def rewrite_bounding(ctx: Context) -> None:
-    """Bound contributions in every aggregation over protected rows (children first)."""
+    """Bound contributions in every aggregation over protected rows (children first); elsewhere only
+    ``dp_count(*)`` is spelled ``dp_count_star()``."""
     for agg in ctx.aggregations:
         if agg.protected:
             bound(ctx, agg)
+        else:
+            for call in agg.calls:
+                count_star(call.node)

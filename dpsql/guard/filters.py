@@ -25,14 +25,20 @@ def rewrite_filters(ctx: Context) -> None:
         if dp_name(call) is None:
             raise refuse("012", "FILTER is only allowed on dp_* aggregates")
         args = call.expressions
-        if not args or isinstance(args[0], exp.PropertyEQ | exp.Kwarg):
-            raise refuse("060", f"{dp_name(call)}: missing the value argument")
-        first = args[0]
-        value = exp.Literal.number(1) if isinstance(first, exp.Star) else first.copy()
+        named = [a.copy() for a in args if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
+        positional = [a for a in args if not isinstance(a, exp.PropertyEQ | exp.Kwarg)]
         cond = node.expression.this.copy()
-        case = exp.Case(ifs=[exp.If(this=cond, true=value)])
-        new_call = call.copy()
-        new_call.expressions[0].replace(case)
+        if dp_name(call) == "dp_count_star" or (positional and isinstance(positional[0], exp.Star)):
+            if dp_name(call) == "dp_count_star" and positional:
+                raise refuse("060", "dp_count_star: takes no value argument")
+            case = exp.Case(ifs=[exp.If(this=cond, true=exp.Literal.number(1))])
+            new_call = exp.Anonymous(this="dp_count", expressions=[case, *named])
+        else:
+            if not positional:
+                raise refuse("060", f"{dp_name(call)}: missing the value argument")
+            case = exp.Case(ifs=[exp.If(this=cond, true=positional[0].copy())])
+            new_call = call.copy()
+            new_call.expressions[0].replace(case)
         if isinstance(node.parent, exp.Select) and node in node.parent.expressions:
             # an unaliased select item keeps the name the analyst wrote
             new_call = exp.alias_(new_call, node.sql("duckdb", normalize_functions="lower"), quoted=True)

@@ -18,7 +18,8 @@ from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_no
 
 NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p")
 NAMED = ("epsilon", "rho", "delta", "lower", "upper", "beta", "method")
-POSITIONAL = {"dp_count": (0, 1), "dp_quantile": (2,)}
+POSITIONAL = {"dp_count_star": 0, "dp_quantile": 2}  # others take exactly one value argument
+COUNT_NAMED = ("epsilon", "method")  # dp_count and dp_count_star accept only these (sql/macros.sql)
 EXACT = decimal.Context(prec=120)
 
 
@@ -49,11 +50,8 @@ def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, s
     named = [a for a in call.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
     if call.expressions[: len(positional)] != positional:
         raise refuse("060", f"{fn}: positional arguments must come before named ones")
-    allowed = POSITIONAL.get(fn, (1,))
-    if len(positional) not in allowed and not (fn == "dp_count" and len(positional) == 1):
+    if len(positional) != POSITIONAL.get(fn, 1):
         raise refuse("060", f"{fn}: wrong number of positional arguments")
-    if fn == "dp_count" and not positional:
-        raise refuse("060", "dp_count: give a value or *")
     if positional and isinstance(positional[0], exp.Star) and fn != "dp_count":
         raise refuse("060", f"{fn}: * is only allowed in dp_count")
     if positional and not isinstance(positional[0], exp.Star) and positional[0].find(exp.Star):
@@ -66,7 +64,7 @@ def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, s
         params["p"], texts["p"] = 0.5, "0.5"
     for arg in named:
         name = str(arg.this.name if isinstance(arg.this, exp.Expression) else arg.this).lower()
-        if name not in NAMED:
+        if name not in (COUNT_NAMED if fn in ("dp_count", "dp_count_star") else NAMED):
             raise refuse("060", f"{fn}: unknown parameter {name!r}")
         if name in params:
             raise refuse("060", f"{fn}: parameter {name!r} given twice")

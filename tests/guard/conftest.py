@@ -16,9 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 EXACT_MACROS = {
-    "dp_count": "count(x)",
     "dp_sum": "sum(x)",
     "dp_mean": "avg(x)",
+    "dp_avg": "avg(x)",
     "dp_var": "var_samp(x)",
     "dp_stddev": "stddev_samp(x)",
     "dp_median": "median(x)",
@@ -28,10 +28,12 @@ PARAMS = "epsilon := NULL, rho := NULL, delta := NULL, lower := NULL, upper := N
 
 
 def exact_binding(con: duckdb.DuckDBPyConnection) -> None:
-    """Noise-free dp_* macros with the real signatures, and a stand-in ``_dpsql_rand()``."""
+    """Noise-free dp_* macros with the signatures of sql/macros.sql, and a stand-in ``_dpsql_rand()``."""
     for name, body in EXACT_MACROS.items():
         con.execute(f"CREATE OR REPLACE MACRO {name}(x, {PARAMS}) AS {body}")
     con.execute(f"CREATE OR REPLACE MACRO dp_quantile(x, p, {PARAMS}) AS quantile_cont(x, p)")
+    con.execute("CREATE OR REPLACE MACRO dp_count(x, epsilon := NULL, method := NULL) AS count(x)")
+    con.execute("CREATE OR REPLACE MACRO dp_count_star(epsilon := NULL, method := NULL) AS count(*)")
     con.execute("CREATE OR REPLACE MACRO _dpsql_rand() AS (random() * 9e18)::BIGINT")
 
 

@@ -260,6 +260,9 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT dp_mean(cost, epsilon := 1, method := 'shifted_cm_gauss', delta := 1e-6) FROM visits", "DPSQL-E060"),
     ("SELECT dp_mean(*, epsilon := 1) FROM visits", "DPSQL-E060"),
     ("SELECT dp_quantile(cost, epsilon := 1) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_count(cost, epsilon := 1, lower := 0) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_count_star(cost, epsilon := 1) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_count(epsilon := 1) FROM visits", "DPSQL-E060"),
 ]
 
 EXTENDED: list[tuple[str, str]] = [
@@ -315,4 +318,8 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT dp_count(*, epsilon := 0.1) FROM visits v LEFT JOIN clinics c ON v.clinic = c.clinic "
      "WHERE c.name IS NULL", "0.3"),
     ("SELECT dp_count(*, epsilon := 0.1) FROM main.visits", "0.3"),
+    ("SELECT clinic, dp_count_star(epsilon := 0.1), dp_avg(cost, epsilon := 0.1) FROM visits GROUP BY clinic",
+     "0.6"),
+    ("SELECT dp_count_star(epsilon := 0.1) FILTER (WHERE cost > 5) AS n FROM visits", "0.3"),
+    ("SELECT dp_count(*, epsilon := 0.1) AS n FROM clinics", "0.1"),
 ]
