@@ -114,7 +114,8 @@ RELS = st.sampled_from([
 CONDS = st.sampled_from(["", " WHERE note = 'CANARY_7731'", " WHERE cost > 50", " WHERE patient_id = 1000",
                          " WHERE note LIKE 'CAN%'"])
 GROUPS = st.sampled_from(["", " GROUP BY v.clinic", " GROUP BY note", " GROUP BY 1", " GROUP BY ALL",
-                          " GROUP BY clinic HAVING dp_count(*, epsilon := 1) > 2", " GROUP BY clinic HAVING count(*) > 1"])
+                          " GROUP BY clinic HAVING dp_count(*, epsilon := 1) > 2",
+                          " GROUP BY clinic HAVING count(*) > 1"])
 TAILS = st.sampled_from(["", " ORDER BY 1", " LIMIT 3", " ORDER BY note"])
 
 
