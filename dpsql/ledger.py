@@ -222,6 +222,8 @@ class Ledger:
         self.path = Path(path)
         self.dataset_id = dataset_id
         self.lock_timeout = float(lock_timeout)
+        self._pending: list[tuple[int, str]] = []  # deferred status marks, written with the next transaction
+        self._pending_lock = threading.Lock()
         self._lock_path = self.path.with_name(self.path.name + ".lock")
         self._anchor_path = self.path.with_name(self.path.name.removesuffix(".duckdb") + ".anchor")
         if not self.path.exists() and not create:
@@ -312,11 +314,16 @@ class Ledger:
     def _retrying(self, fn: Any) -> Any:
         """Under the locks, run ``fn(con)`` in a transaction, retrying write conflicts (DPSQL-E071 after
         the retries).  ``fn`` returns ``(result, appended entry or None)``; the entry is anchored after
-        the commit, still under the locks."""
+        the commit, still under the locks.  Deferred status marks ride along in the same transaction."""
         with self._locked():
             for _ in range(_RETRIES):
+                with self._pending_lock:
+                    pending = list(self._pending)
                 try:
                     with self._open_transaction() as con:
+                        for seq, status in pending:
+                            con.execute("UPDATE entries SET status = ? WHERE seq = ? AND kind = 'charge' "
+                                        "AND status = 'reserved'", [status, seq])
                         out, entry = fn(con)
                 except duckdb.TransactionException:
                     continue
@@ -326,6 +333,8 @@ class Ledger:
                     if any(t in str(exc) for t in _CONFLICT_TEXT):
                         continue
                     raise _unavailable("the ledger could not be written") from None
+                with self._pending_lock:
+                    self._pending = [p for p in self._pending if p not in pending]
                 if entry is not None:
                     with contextlib.suppress(OSError):  # a lagging anchor stays consistent (seq <= head)
                         self._anchor(entry.seq, entry.row_hash)
@@ -543,21 +552,38 @@ class Ledger:
 
         return self._retrying(run)
 
-    def finish(self, seq: int, released: bool) -> None:
-        """Mark a reserved charge ``released`` or ``failed_after_start`` (never a refund)."""
+    def finish(self, seq: int, released: bool, defer: bool = False) -> None:
+        """Mark a reserved charge ``released`` or ``failed_after_start`` (never a refund).
+
+        With ``defer`` the mark is written with this object's next transaction (or :meth:`flush`): the
+        status is bookkeeping only (outside the hash, never changes a budget), so a release need not
+        pay for a ledger round trip of its own.  A crash leaves the entry ``reserved``, charged."""
         status = "released" if released else "failed_after_start"
-        self._retrying(lambda con: (con.execute(
-            "UPDATE entries SET status = ? WHERE seq = ? AND kind = 'charge' AND status = 'reserved'",
-            [status, seq]), None))
+        with self._pending_lock:
+            self._pending.append((seq, status))
+        if not defer:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write deferred status marks now."""
+        with self._pending_lock:
+            if not self._pending:
+                return
+        self._retrying(lambda con: (None, None))
 
     # ----------------------------------------------------------------- sessions and reads
 
-    def open_session(self, principal: str) -> str:
-        """Record a session start; returns its id."""
+    def open_session(self, principal: str) -> tuple[str, Budget]:
+        """Record a session start for ``principal`` (DPSQL-E070 if it has no budget); returns the
+        session id and the budget, in one transaction."""
         sid = str(uuid.uuid4())
-        self._retrying(lambda con: (con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, NULL)",
-                                                [sid, principal, os.getpid(), _now()]), None))
-        return sid
+
+        def run(con: duckdb.DuckDBPyConnection) -> tuple[tuple[str, Budget], None]:
+            budget = self._read_budget(con, principal)
+            con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, NULL)", [sid, principal, os.getpid(), _now()])
+            return (sid, budget), None
+
+        return self._retrying(run)
 
     def close_session(self, session_id: str) -> None:
         """Record a session end."""

@@ -88,6 +88,7 @@ class Session:
         self.analyst = analyst
         self._planner = _default_planner
         self._lock = threading.Lock()
+        self._policy: dict[str, TableInfo] | None = None
         self._executor = Executor(self.database, install=install, timeout=timeout)
         try:
             con, alias = self._executor.con, self._executor.alias
@@ -99,8 +100,7 @@ class Session:
             if row is None or not row[0]:
                 raise PrivacyError("DPSQL-E070", f"analyst {analyst!r} has no budget on this database")
             self._ledger = Ledger(ledger_path(self.database), dataset, lock_timeout=ledger_timeout)
-            self._budget = self._ledger.budget(analyst)
-            self.session_id = self._ledger.open_session(analyst)
+            self.session_id, self._budget = self._ledger.open_session(analyst)
         except BaseException:
             self._executor.close()
             raise
@@ -164,7 +164,7 @@ class Session:
             raise
         if seq is not None:
             with contextlib.suppress(PrivacyError):  # the release stands even if the status update fails
-                self._ledger.finish(seq, released=True)
+                self._ledger.finish(seq, released=True, defer=True)  # written with the next charge or close
         names = self._names(plan, table.column_names)
         if names != table.column_names:
             table = table.rename_columns(names)
@@ -177,7 +177,7 @@ class Session:
         self._closed = True
         self._executor.close()
         with contextlib.suppress(PrivacyError):
-            self._ledger.close_session(self.session_id)
+            self._ledger.close_session(self.session_id)  # also writes deferred release marks
 
     def __enter__(self) -> Session:
         return self
@@ -196,8 +196,12 @@ class Session:
             raise PrivacyError("DPSQL-E090", "the session is closed")
 
     def _tables(self) -> dict[str, TableInfo]:
+        """The policy, read once: while this session has the data file attached, DuckDB refuses any
+        writer (the admin included), so the policy cannot change under it."""
         self._check_open()
-        return self._executor.call(lambda con: policy.load_tables(con, self._executor.alias))
+        if self._policy is None:
+            self._policy = self._executor.call(lambda con: policy.load_tables(con, self._executor.alias))
+        return self._policy
 
     def _check(self, sql: str) -> tuple[Plan, Any]:
         if not isinstance(sql, str):

@@ -263,6 +263,11 @@ def test_status_changes_do_not_break_the_chain(ledger: Ledger, path: Path) -> No
     ledger.finish(b.seq, released=True)  # a failed charge stays failed
     assert [e.status for e in ledger.entries(kind="charge")] == ["released", "failed_after_start"]
     assert spent(Ledger(path, DATASET)) == Decimal("0.5")  # no refund
+    c = ledger.charge("alice", Decimal("0.1"))
+    ledger.finish(c.seq, released=True, defer=True)
+    assert ledger.entries(kind="charge")[-1].status == "reserved"
+    ledger.charge("alice", Decimal("0.1"))  # carries the deferred mark
+    assert [e.status for e in ledger.entries(kind="charge")][-2:] == ["released", "reserved"]
 
 
 def test_entry_hash_covers_every_immutable_field(ledger: Ledger) -> None:

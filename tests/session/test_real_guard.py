@@ -130,6 +130,7 @@ def test_accepted_query_is_charged_once(real, db: Path) -> None:
     r = real.sql("SELECT clinic, dp_mean(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic ORDER BY clinic")
     assert r.columns == ["clinic", "m"] and [x[0] for x in r.rows] == ["A", "B", "C"]
     assert r.charged == Decimal("1.5")  # 0.5 x max_rows_per_unit 3
+    real.close()
     [c] = dpsql.admin(db).charges()
     assert (c.amount, c.status) == (Decimal("1.5"), "released")
 

@@ -34,8 +34,11 @@ def test_query_is_charged_and_released(session, db: Path) -> None:
     b = session.budget()
     assert (b.limit, b.spent, b.remaining, b.accounting) == (Decimal(3), Decimal("0.3"), Decimal("2.7"), "pure")
     [c] = charges(db)
-    assert (c.amount, c.status, c.principal, c.session_id) == (Decimal("0.3"), "released", "alice",
+    assert (c.amount, c.status, c.principal, c.session_id) == (Decimal("0.3"), "reserved", "alice",
                                                                session.session_id)
+    session.close()  # the release mark is written with the next ledger transaction, here the close
+    [c] = charges(db)
+    assert c.status == "released"
 
 
 def test_describe_charges_nothing_and_runs_nothing(session, db: Path, tripwire) -> None:
