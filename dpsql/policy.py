@@ -8,11 +8,11 @@ schema (``duckdb_columns``), never from its statistics.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .sqlfiles import read_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
-    "sql_dir",
     "read_sql",
     "statements",
     "ensure_schema",
@@ -32,25 +31,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "1"
-
-
-def sql_dir() -> Path:
-    """The directory holding dpsql's ``*.sql`` files: the repository's ``sql/`` next to the package, or
-    ``<prefix>/share/dpsql/sql`` for wheel installs."""
-    candidates = [
-        Path(__file__).resolve().parent.parent / "sql",
-        Path(sys.prefix) / "share" / "dpsql" / "sql",
-        Path(sys.base_prefix) / "share" / "dpsql" / "sql",
-    ]
-    for c in candidates:
-        if (c / "policy.sql").is_file():
-            return c
-    raise FileNotFoundError("dpsql's sql/ directory was not found (looked next to the package and in share/)")
-
-
-def read_sql(name: str) -> str:
-    """The text of ``sql/<name>``."""
-    return (sql_dir() / name).read_text(encoding="utf-8")
 
 
 def statements(text: str) -> list[str]:
