@@ -76,7 +76,18 @@ def resolve(srcs: Sources, col: exp.Column) -> tuple[str, str] | None:
         alias = next(k for k, v in srcs.items() if v is entry)
         return (alias, name) if name in [c.lower() for c in entry[1].columns] else None
     hits = [k for k, (_, info, _) in srcs.items() if name in [c.lower() for c in info.columns]]
+    if len(hits) > 1 and name in _using_names(srcs[hits[0]][0]):
+        return (hits[0], name)  # a USING column: DuckDB reads it from the leftmost relation
     return (hits[0], name) if len(hits) == 1 else None
+
+
+def _using_names(node: exp.Expression) -> set[str]:
+    """Column names merged by ``JOIN ... USING (...)`` in the SELECT whose FROM holds ``node``."""
+    holder = node.parent if isinstance(node, exp.Query) and isinstance(node.parent, exp.Subquery) else node
+    select = holder.find_ancestor(exp.Select)
+    if select is None:
+        return set()
+    return {i.name.lower() for j in select.args.get("joins") or [] for i in j.args.get("using") or []}
 
 
 def is_unit(srcs: Sources, ref: tuple[str, str] | None) -> bool:

@@ -322,4 +322,7 @@ ALLOWED: list[tuple[str, str]] = [
      "0.6"),
     ("SELECT dp_count_star(epsilon := 0.1) FILTER (WHERE cost > 5) AS n FROM visits", "0.3"),
     ("SELECT dp_count(*, epsilon := 0.1) AS n FROM clinics", "0.1"),
+    ("SELECT clinic, dp_count(*, epsilon := 0.2) AS n, dp_mean(cost, epsilon := 0.3) AS avg_cost "
+     "FROM visits v JOIN clinics c USING (clinic) WHERE cost > 0 GROUP BY clinic "
+     "HAVING n > 10 ORDER BY avg_cost DESC LIMIT 5", "1.5"),  # the README example
 ]
