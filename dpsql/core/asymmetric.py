@@ -82,7 +82,7 @@ C_MAX = 1000  # O(min(C, n)^2) work per group
 
 # budget shares
 SPLIT_VAR = {"count": 0.05, "asm": 0.95}  # the count only tunes the grid ratio
-SPLIT_MEAN = {"bound": 0.1, "range": 0.2, "count": 0.1, "asm": 0.6}  # no `lower :=`: private lower bound
+SPLIT_MEAN = {"bound": 0.1, "range": 0.2, "count": 0.1, "asm": 0.6}  # no `lower :=`: private centre
 SPLIT_MEAN_LOWER = {"count": 0.15, "asm": 0.85}  # `lower :=` given
 
 
@@ -403,56 +403,72 @@ def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, n: np.nda
     return asm_scan(log_f, log_L, log_U, np.full(G, np.inf), eps1, eps2, rng, lb)
 
 
-def _lower_and_clamp(
-    batch: Batch, params: Params, eps: float, split: dict, rng: Rng
-) -> tuple[Batch, np.ndarray, float | None]:
-    """Clamp to the user's bounds; if ``lower`` is missing, use the lower end of the private clipping
-    range of :func:`~dpsql.core.universal.mean_range` (cost ``split['bound'] + split['range']``)."""
+def _clamped_above(s: Batch, a: np.ndarray) -> Batch:
+    """``max(x, a[group])`` of a sorted batch (a monotone map keeps it sorted)."""
+    out = Batch(np.maximum(s.values, a[s.group_ids]), s.offsets)
+    out._sorted = out
+    return out
+
+
+def _centred_sum(
+    batch: Batch, params: Params, eps: float, sp: dict, rng: Rng
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(c, S, n~)`` with S an ASM estimate of ``sum (x - c)`` and n~ a noisy count (post-clamping).
+
+    With ``lower``: c = lower, S = ASM on the terms ``x - c >= 0`` (``sp['asm'] * eps``).  Without it: c is the
+    centre of seed 003's private range (``mean_range``, cost ``sp['bound'] + sp['range']``) and
+    ``S = S+ - S-``, two ASM sums of the non-negative terms ``(x - c)+`` and ``(c - x)+`` at
+    ``sp['asm'] * eps / 2`` each (each monotone: eps1 + eps2).  Both one-sided sums are biased down by
+    similar relative amounts on symmetric data, which largely cancels, and the error scales with
+    ``mean |x - c|`` rather than with the distance to a lower end.
+    """
     s = _bounded(batch, params).sorted()
+    G = s.groups
+    n = noisy_count(s, sp["count"] * eps, rng)
+    eps_asm = sp["asm"] * eps
     if params.lower is not None:
-        a = np.full(s.groups, float(params.lower))
-    else:
-        l, _ = mean_range(s, split["bound"] * eps, split["range"] * eps, rng, params.beta, eps)
-        a = l if params.upper is None else np.minimum(l, params.upper)
-    gid = s.group_ids
-    v = np.maximum(s.values, a[gid])
-    out = Batch(v, s.offsets)
-    out._sorted = out  # a monotone map keeps the order
-    return out, a, params.upper
+        c = np.full(G, float(params.lower))
+        return c, _asm_sum(_clamped_above(s, c), c, params.upper, eps_asm, n, rng), n
+    l, r = mean_range(s, sp["bound"] * eps, sp["range"] * eps, rng, params.beta, eps)
+    c = l / 2.0 + r / 2.0
+    if params.upper is not None:
+        c = np.minimum(c, params.upper)
+    pos = _asm_sum(_clamped_above(s, c), c, params.upper, eps_asm / 2.0, n, rng)
+    neg_batch = Batch(-s.values, s.offsets).sorted()
+    neg = _asm_sum(_clamped_above(neg_batch, -c), -c, None, eps_asm / 2.0, n, rng)
+    return c, pos - neg, n
 
 
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_mean, asymmetric: ASM on the sum of per-row terms ``x - a`` >= 0, divided by a noisy count.
+    """dp_mean, asymmetric: ASM on sums of non-negative per-row terms, divided by a noisy count.
 
     Under add/remove the *mean* is not monotone (x = {0, 10}, x' = x + {4}: L^1 rises, f falls), so we
-    release the *sum* of ``x - a`` (monotone, ``eps1 + eps2``) and a noisy count: ``a + S / n~``.  ``a`` is
-    ``lower`` if given, else the lower end of a private range (seed 003 ``mean_range``).  No upper bound
-    is needed (the right tail is never clipped); ``upper`` clamps and tightens the queries above f.
-    Cost eps (pure): SPLIT_MEAN (bound 0.1 + range 0.2 + count 0.1 + ASM 0.6) or, with ``lower``,
-    SPLIT_MEAN_LOWER (count 0.15 + ASM 0.85).  NULL when the noisy count < 1.
+    release *sums* of non-negative terms (monotone, ``eps1 + eps2``) and a noisy count (see
+    :func:`_centred_sum`): ``c + S / n~``.  With ``lower`` (e.g. 0 for losses) the right tail is never
+    clipped and no upper bound is needed; ``upper`` clamps and tightens the queries above f.  Cost eps
+    (pure): with ``lower`` SPLIT_MEAN_LOWER (count 0.15 + ASM 0.85); without, SPLIT_MEAN (IQR bound 0.1 +
+    range 0.2 + count 0.1 + two ASM sums 0.3 each).  NULL when the noisy count < 1.
     """
     eps = budget.epsilon
     sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
-    s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
-    n = noisy_count(s, sp["count"] * eps, rng)
-    S = _asm_sum(s, a, upper, sp["asm"] * eps, n, rng)
-    mean = a + S / np.maximum(n, 1.0)
-    if upper is not None:
-        mean = np.minimum(mean, upper)
+    c, S, n = _centred_sum(batch, params, eps, sp, rng)
+    mean = c + S / np.maximum(n, 1.0)
+    if params.lower is not None:
+        mean = np.maximum(mean, params.lower)
+    if params.upper is not None:
+        mean = np.minimum(mean, params.upper)
     return np.where(n >= 1.0, mean, np.nan)
 
 
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_sum, asymmetric: ``a * n~ + S`` with S the ASM sum of ``x - a`` >= 0 (see :func:`run_mean`).
+    """dp_sum, asymmetric: ``c * n~ + S`` (see :func:`run_mean`; the count serves the shift ``c n``).
 
-    Cost eps (pure), same splits as the mean (the count is needed for the shift ``a n``).
+    Cost eps (pure), same splits as the mean.
     """
     eps = budget.epsilon
     sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
-    s, a, upper = _lower_and_clamp(batch, params, eps, sp, rng)
-    n = np.maximum(noisy_count(s, sp["count"] * eps, rng), 0.0)
-    S = _asm_sum(s, a, upper, sp["asm"] * eps, n, rng)
-    return a * n + S
+    c, S, n = _centred_sum(batch, params, eps, sp, rng)
+    return c * np.maximum(n, 0.0) + S
 
 
 _SRC = "seed 002 (Durfee), add/remove form"
