@@ -524,8 +524,8 @@ class Ledger:
             if accounting is not None and accounting != acc:
                 raise PrivacyError("DPSQL-E060", "the query was costed under another accounting than the budget's")
             if cap is not None and c > cap:
-                raise PrivacyError("DPSQL-E061", f"the query costs {c.normalize()} {_unit(acc)}, over the "
-                                   f"per-query cap of {cap.normalize()}; nothing was charged")
+                raise PrivacyError("DPSQL-E061", f"the query costs {clean(c)} {_unit(acc)}, over the "
+                                   f"per-query cap of {clean(cap)}; nothing was charged")
             ok = con.execute(
                 "UPDATE budgets SET spent = spent + CAST(? AS DECIMAL(38, 18)), "
                 "delta_spent = delta_spent + CAST(? AS DECIMAL(38, 30)) "
@@ -534,8 +534,8 @@ class Ledger:
                 [c, d, principal, c, d]).fetchall()
             if not ok:
                 b = self._read_budget(con, principal)
-                raise PrivacyError("DPSQL-E070", f"budget exhausted: the query costs {c.normalize()} {_unit(acc)}, "
-                                   f"{b.remaining.normalize()} remains; nothing was charged")
+                raise PrivacyError("DPSQL-E070", f"budget exhausted: the query costs {clean(c)} {_unit(acc)}, "
+                                   f"{b.remaining} remains; nothing was charged")
             if con.execute("SELECT count(*) FROM global_budgets WHERE accounting = ?", [acc]).fetchone()[0]:
                 ok = con.execute(
                     "UPDATE global_budgets SET spent = spent + CAST(? AS DECIMAL(38, 18)), "

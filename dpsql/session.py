@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from .guard.catalog import Catalog, TableInfo
 
 __all__ = ["Session", "Result", "Budget", "connect"]
+
+_clock = time.monotonic  # module-level so that tests can replace them without touching the time module
+_sleep = time.sleep
 
 # Test hook, called after a charge has committed and before the query runs (the kill -9 test uses it).
 _after_charge: Callable[[], None] | None = None
@@ -81,9 +85,13 @@ class Session:
     """A guarded session of one analyst on one database.  Use :func:`connect`."""
 
     def __init__(self, database: str | Path, analyst: str, *, ledger_timeout: float = 30.0,
-                 timeout: float | None = None, install: Callable[..., Any] | None = None) -> None:
+                 timeout: float | None = None, latency_quantum: float | None = None,
+                 install: Callable[..., Any] | None = None) -> None:
         if not isinstance(analyst, str) or not analyst:
             raise ValueError("analyst must be a non-empty name")
+        if latency_quantum is not None and not latency_quantum > 0:
+            raise ValueError("latency_quantum must be a positive number of seconds")
+        self.latency_quantum = latency_quantum
         self.database = Path(database)
         self.analyst = analyst
         self._planner = _default_planner
@@ -155,13 +163,16 @@ class Session:
         if _after_charge is not None:
             _after_charge()
         unit = "epsilon" if budget.accounting == "pure" else "rho"
+        started = _clock()
         try:
-            table = self._executor.run(prepared, f"charged {cost.normalize()} {unit}")
+            table = self._executor.run(prepared, f"charged {cost} {unit}")
         except BaseException:
             if seq is not None:
                 with contextlib.suppress(Exception):
                     self._ledger.finish(seq, released=False)
+            self._pad(started)
             raise
+        self._pad(started)
         if seq is not None:
             with contextlib.suppress(PrivacyError):  # the release stands even if the status update fails
                 self._ledger.finish(seq, released=True, defer=True)  # written with the next charge or close
@@ -215,6 +226,14 @@ class Session:
             raise PrivacyError("DPSQL-E001", "the query could not be checked") from exc
         return plan, self._executor.prepare(plan.sql)
 
+    def _pad(self, started: float) -> None:
+        """Sleep until the time since ``started`` is a whole number of latency quanta (if one is set), so
+        that the response time reveals less about the data (a residual risk, not a guarantee)."""
+        if self.latency_quantum is None:
+            return
+        q = self.latency_quantum
+        _sleep(q - (_clock() - started) % q)
+
     @staticmethod
     def _names(plan: Plan, actual: list[str]) -> list[str]:
         wanted = list(getattr(plan, "output_columns", None) or [])
@@ -225,5 +244,6 @@ def connect(database: str | Path, analyst: str, **kwargs: Any) -> Session:
     """Open a guarded session: every query is checked by the guard and charged to ``analyst``'s budget.
 
     Keyword arguments: ``timeout`` (seconds per query; a timeout is the charged DPSQL-E080),
-    ``ledger_timeout`` (seconds to wait for the ledger lock before DPSQL-E071)."""
+    ``ledger_timeout`` (seconds to wait for the ledger lock before DPSQL-E071), ``latency_quantum``
+    (seconds: execution time is padded to a multiple of it, blunting timing channels)."""
     return Session(database, analyst, **kwargs)

@@ -260,3 +260,25 @@ def test_ledger_file_is_private_and_separate(session, db: Path) -> None:
     names = [r[0] for r in session._executor.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
     assert not any("ledger" in n for n in names)
     Ledger(ledger_path(db), dpsql.admin(db)._dataset_id()).verify()
+
+
+def test_latency_is_padded_to_the_quantum(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.session as S
+
+    clock = {"t": 100.0}
+    slept = []
+    monkeypatch.setattr(S, "_clock", lambda: clock["t"])
+
+    def run(self, prepared, cost_text=""):  # noqa: ANN001, ANN202
+        clock["t"] += 0.37  # pretend the query ran for 0.37 s
+        import pyarrow as pa
+
+        return pa.table({"n": [1.0]})
+
+    monkeypatch.setattr(S.Executor, "run", run)
+    monkeypatch.setattr(S, "_sleep", slept.append)
+    with dpsql.connect(db, analyst="alice", install=fake_install, latency_quantum=0.25) as s:
+        s.sql("SELECT dp_count(cost, epsilon := 0.1) AS n FROM visits")
+    assert slept == [pytest.approx(0.13)]  # 0.37 s padded to 0.5 s
+    with pytest.raises(ValueError):
+        dpsql.connect(db, analyst="alice", install=fake_install, latency_quantum=0)
