@@ -36,6 +36,14 @@ What changed against the paper (swap neighbours, public n), and why:
   K (grid steps past f) has ``P(K >= k) ~ Gamma(r+1) e^{-eps1/2} k^{-r}`` with ``r = eps1/eps2``.  The
   paper's equal split (r = 1) gives a 1/k tail (0.7% of runs above 2 f); we use r = 2 (``RATIO``).
   With both bounds, queries above the largest possible value of f are ``+inf`` (output capped).
+* **Means** (digest 5.3, not in the paper): under add/remove the mean's queries are not monotone, so
+  dp_mean / dp_sum release ASM estimates of *sums* of non-negative terms (monotone: ``eps1 + eps2``, Lemma
+  E.6 carried over) plus a noisy count: ``x - lower`` with ``lower :=`` (the paper's losses), otherwise
+  ``(x - c)+`` and ``(c - x)+`` around seed 003's private centre c.
+
+Known limits: a downward bias of a few ``Lbar`` levels (about ``ln(#candidates per band) / eps2``), so
+heavy right tails (where dropping a few top rows moves f a lot) lose accuracy; groups smaller than about
+100/eps stop early (at n = 100, eps = 1, the median relative error of the variance is ~25%).
 
 Floating point: the output is always a grid point (a data-independent set); the bounds are computed
 without cancellation (sums accumulate outward from an anchor inside every window), so they are exact to
