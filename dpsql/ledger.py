@@ -228,7 +228,7 @@ class Ledger:
         self._anchor_path = self.path.with_name(self.path.name.removesuffix(".duckdb") + ".anchor")
         if not self.path.exists() and not create:
             raise _unavailable("no ledger file (the admin has not granted any budget yet)")
-        with self._transaction(write=create) as con:
+        with self._transaction() as con:
             if create:
                 for stmt in statements(read_sql("ledger.sql")):
                     con.execute(stmt)
@@ -306,10 +306,14 @@ class Ledger:
             con.close()
 
     @contextlib.contextmanager
-    def _transaction(self, write: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Lock, then one transaction (used for reads and for creation)."""
-        with self._locked(), self._open_transaction() as con:
-            yield con
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Lock, then one transaction (used for reads and for creation); DuckDB failures are DPSQL-E090."""
+        with self._locked():
+            try:
+                with self._open_transaction() as con:
+                    yield con
+            except duckdb.Error:
+                raise _unavailable("the ledger could not be read") from None
 
     def _retrying(self, fn: Any) -> Any:
         """Under the locks, run ``fn(con)`` in a transaction, retrying write conflicts (DPSQL-E071 after
@@ -419,7 +423,7 @@ class Ledger:
 
     def verify(self) -> None:
         """Recompute the hash chain and the budgets from the log; DPSQL-E090 on any mismatch."""
-        with self._transaction(write=False) as con:
+        with self._transaction() as con:
             self._verify(con)
 
     # ----------------------------------------------------------------- appending entries
@@ -598,18 +602,18 @@ class Ledger:
 
     def budget(self, principal: str) -> Budget:
         """``principal``'s budget (DPSQL-E070 if there is none)."""
-        with self._transaction(write=False) as con:
+        with self._transaction() as con:
             return self._read_budget(con, principal)
 
     def budgets(self) -> list[Budget]:
         """All principals' budgets, by name."""
-        with self._transaction(write=False) as con:
+        with self._transaction() as con:
             rows = con.execute(f"SELECT {_BUDGET_COLS} FROM budgets ORDER BY principal").fetchall()
         return [_budget(r) for r in rows]
 
     def global_limits(self) -> dict[str, tuple[Decimal, Decimal]]:
         """``{accounting: (limit, spent)}`` of the dataset-wide limits that are set."""
-        with self._transaction(write=False) as con:
+        with self._transaction() as con:
             rows = con.execute("SELECT accounting, limit_, spent FROM global_budgets").fetchall()
         return {a: (lim, sp) for a, lim, sp in rows}
 
@@ -624,7 +628,7 @@ class Ledger:
             params.append(kind)
         cond = " WHERE " + " AND ".join(where) if where else ""
         sql = f"SELECT {_ENTRY_COLS} FROM entries{cond} ORDER BY seq"
-        with self._transaction(write=False) as con:
+        with self._transaction() as con:
             return [_entry(r) for r in con.execute(sql, params).fetchall()]
 
 
