@@ -282,3 +282,24 @@ def test_latency_is_padded_to_the_quantum(db: Path, monkeypatch: pytest.MonkeyPa
     assert slept == [pytest.approx(0.13)]  # 0.37 s padded to 0.5 s
     with pytest.raises(ValueError):
         dpsql.connect(db, analyst="alice", install=fake_install, latency_quantum=0)
+
+
+_OTHER_PROCESS = """
+import sys
+sys.path.insert(0, sys.argv[3])
+import dpsql, dpsql.session
+from session_fakes import fake_install, fake_plan
+dpsql.session._default_planner = fake_plan
+with dpsql.connect(sys.argv[1], analyst="alice", install=fake_install) as s:
+    print(s.sql(sys.argv[2]).charged)
+"""
+
+
+def test_sessions_in_two_processes_share_the_budget(session, db: Path) -> None:
+    session.sql(Q)  # this process holds a session (and the data file) open meanwhile
+    r = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(db), Q, str(Path(__file__).parent)],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "0.3"
+    assert session.budget().spent == Decimal("0.6")
+    assert session.sql(Q).remaining == Decimal("2.1")
