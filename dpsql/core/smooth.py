@@ -426,11 +426,13 @@ def plan(
     """
     n0 = np.maximum(np.asarray(n_hat, dtype=np.float64), 1.0)
     W0 = np.maximum(np.asarray(width, dtype=np.float64), TINY)
-    sig0 = np.clip(np.asarray(sigma_hat, dtype=np.float64), TINY, W0)
+    # the objective scales with W^2: plan in units of the width (sigma_hat / W in [TINY, 1])
+    rel0 = np.clip(np.asarray(sigma_hat, dtype=np.float64) / W0, TINY, 1.0)
     # groups with the same public inputs share one plan
-    keys, inv = np.unique(np.stack([n0, sig0, W0], axis=1), axis=0, return_inverse=True)
+    keys, inv = np.unique(np.stack([n0, rel0], axis=1), axis=0, return_inverse=True)
     inv = inv.reshape(-1)
-    n, sig, W = keys[:, 0], keys[:, 1], keys[:, 2]
+    n, sig = keys[:, 0], keys[:, 1]
+    W = np.ones_like(n)
     G = n.size
     t_grid = eps * _TAUS
     _, _, V = family.calibrate(eps, t_grid)
@@ -602,7 +604,7 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
         # user bounds only: the range's share goes to the main step; planning scale 4 x bucket
         a, b = np.full(G, float(params.lower)), np.full(G, float(params.upper))
         eps_main = eps_of(sp["main"] + sp["range"])
-        width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
+        width = 2.0 * np.minimum(b / 2.0 - a / 2.0, 2.0**1019)
         scale = 4.0 * bucket
     else:
         eta = min(1.0, eps_of(1.0))
@@ -610,7 +612,7 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
         l, r = infinite_range(sub, bucket, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
         a, b = _intersect(l, r, params)
         eps_main = eps_of(sp["main"])
-        width = np.minimum(2.0 * (b / 2.0 - a / 2.0), 2.0**1020)
+        width = 2.0 * np.minimum(b / 2.0 - a / 2.0, 2.0**1019)
         scale = np.minimum(4.0 * bucket, width / SCALE_DIV)
     m, t = plan(n_hat - 2.0 * sd, scale, width, eps_main, family)
     return Prepared(s, n_hat, a, b, m, t, eps_main)
