@@ -148,11 +148,22 @@ def machine() -> str:
                     break
     except OSError:
         pass
+    import subprocess
+
     import duckdb
 
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dpsql"], cwd=here, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        rev = f"{rev}{' + uncommitted dpsql changes' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        rev = "unknown"
     return (
         f"{os.cpu_count()} cores (nproc), CPU `{cpu}`, {mem} RAM, Python {platform.python_version()}, "
-        f"numpy {np.__version__}, duckdb {duckdb.__version__}"
+        f"numpy {np.__version__}, duckdb {duckdb.__version__}, dpsql at commit {rev}"
     )
 
 
