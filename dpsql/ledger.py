@@ -212,6 +212,42 @@ def _contention() -> PrivacyError:
     return PrivacyError("DPSQL-E071", "the budget ledger is busy; nothing was charged, the query is safe to retry")
 
 
+class _Replay:
+    """What the log implies so far: budgets per principal and dataset-wide limits, up to entry ``seq``."""
+
+    def __init__(self, dataset_id: str) -> None:
+        self.dataset_id = dataset_id
+        self.seq = 0
+        self.head = genesis_hash(dataset_id)
+        self.expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap, dcap]
+        self.gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
+        self.spent = {"pure": [Decimal(0), Decimal(0)], "zcdp": [Decimal(0), Decimal(0)]}  # [amount, delta]
+
+    def apply(self, e: Entry) -> None:
+        """Check ``e`` continues the chain and fold it in (DPSQL-E090 if not)."""
+        if e.seq != self.seq + 1 or e.prev_hash != self.head or entry_hash(self.head, e) != e.row_hash:
+            raise _unavailable(f"hash chain broken at entry {self.seq + 1}")
+        self.seq, self.head = e.seq, e.row_hash
+        if e.kind == "grant":
+            old = self.expect.get(e.principal)
+            self.expect[e.principal] = [e.accounting, e.amount, old[2] if old else Decimal(0), e.delta,
+                                        old[4] if old else Decimal(0), e.cap, e.delta_cap]
+        elif e.kind == "global_limit":
+            spent, dspent = self.spent[e.accounting]
+            self.gexp[e.accounting] = [e.amount, spent, e.delta, dspent]
+        else:
+            b = self.expect.get(e.principal)
+            if b is None or b[0] != e.accounting:
+                raise _unavailable(f"charge without a matching grant at entry {e.seq}")
+            b[2] += e.amount
+            b[4] += e.delta
+            self.spent[e.accounting][0] += e.amount
+            self.spent[e.accounting][1] += e.delta
+            if e.accounting in self.gexp:
+                self.gexp[e.accounting][1] += e.amount
+                self.gexp[e.accounting][3] += e.delta
+
+
 class Ledger:
     """The budget ledger of one dataset.  Opening it verifies the whole chain (DPSQL-E090 on mismatch).
 
@@ -352,66 +388,51 @@ class Ledger:
             self._verify_exact(con)
 
     def _verify_exact(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Replay the whole log (hash chain and amounts), compare the result with the budget rows, then
+        check the anchor.  Linear in the log's length: about 60 µs per entry."""
         try:
             row = con.execute("SELECT value FROM meta WHERE key = 'dataset_id'").fetchone()
-            entries = [_entry(r) for r in con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()]
+            if row is None or row[0] != self.dataset_id:
+                raise _unavailable("the ledger belongs to another dataset")
+            replay = _Replay(self.dataset_id)
+            tail = con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()
             budgets = {r[0]: _budget(r) for r in con.execute(f"SELECT {_BUDGET_COLS} FROM budgets").fetchall()}
-            glob = {r[0]: r[1:] for r in con.execute(
+            glob = {r[0]: list(r[1:]) for r in con.execute(
                 "SELECT accounting, limit_, spent, delta_limit, delta_spent FROM global_budgets").fetchall()}
+            for r in tail:
+                replay.apply(_entry(r))
+            anchor = self._read_anchor()
+            anchored = None
+            if anchor is not None:
+                anchored = con.execute("SELECT row_hash FROM entries WHERE seq = ?", [anchor[0]]).fetchone()
         except duckdb.Error:
             raise _unavailable("the ledger's tables cannot be read") from None
-        if row is None or row[0] != self.dataset_id:
-            raise _unavailable("the ledger belongs to another dataset")
-        prev = genesis_hash(self.dataset_id)
-        expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap, dcap]
-        gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
-        spent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
-        dspent_by_acc = {"pure": Decimal(0), "zcdp": Decimal(0)}
-        for i, e in enumerate(entries, start=1):
-            if e.seq != i or e.prev_hash != prev or entry_hash(prev, e) != e.row_hash:
-                raise _unavailable(f"hash chain broken at entry {i}")
-            prev = e.row_hash
-            if e.kind == "grant":
-                old = expect.get(e.principal)
-                expect[e.principal] = [e.accounting, e.amount, old[2] if old else Decimal(0), e.delta,
-                                       old[4] if old else Decimal(0), e.cap, e.delta_cap]
-            elif e.kind == "global_limit":
-                gexp[e.accounting] = [e.amount, spent_by_acc[e.accounting], e.delta, dspent_by_acc[e.accounting]]
-            else:
-                b = expect.get(e.principal)
-                if b is None or b[0] != e.accounting:
-                    raise _unavailable(f"charge without a matching grant at entry {i}")
-                b[2] += e.amount
-                b[4] += e.delta
-                spent_by_acc[e.accounting] += e.amount
-                dspent_by_acc[e.accounting] += e.delta
-                if e.accounting in gexp:
-                    gexp[e.accounting][1] += e.amount
-                    gexp[e.accounting][3] += e.delta
         actual = {p: [b.accounting, b.limit, b.spent, b.delta_limit, b.delta_spent, b.per_query_cap, b.delta_per_query]
                   for p, b in budgets.items()}
-        if actual != expect:
+        if actual != replay.expect:
             raise _unavailable("budgets do not match the charge log")
-        if {a: list(v) for a, v in glob.items()} != gexp:
+        if glob != replay.gexp:
             raise _unavailable("dataset-wide limits do not match the charge log")
-        self._check_anchor(entries)
+        if anchor is not None and (anchored is None or anchored[0] != anchor[1]):
+            raise _unavailable("the charge log does not match its anchor (truncated or restored)")
 
-    def _check_anchor(self, entries: list[Entry]) -> None:
+    def _read_anchor(self) -> tuple[int, str] | None:
+        """The last ``(seq, row_hash)`` of the anchor file, or None if there is none."""
         try:
-            lines = self._anchor_path.read_text(encoding="ascii").split()
+            with open(self._anchor_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(f.tell() - 256, 0))
+                lines = f.read().decode("ascii").split()
         except FileNotFoundError:
-            return
-        except OSError:
+            return None
+        except (OSError, UnicodeDecodeError):
             raise _unavailable("the anchor file cannot be read") from None
         if not lines:
-            return
+            return None
         try:
-            seq, digest = lines[-2], lines[-1]
-            n = int(seq)
+            return int(lines[-2]), lines[-1]
         except (IndexError, ValueError):
             raise _unavailable("the anchor file is malformed") from None
-        if n > len(entries) or n < 1 or entries[n - 1].row_hash != digest:
-            raise _unavailable("the charge log does not match its anchor (truncated or restored)")
 
     def _anchor(self, seq: int, digest: str) -> None:
         fd = os.open(self._anchor_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
