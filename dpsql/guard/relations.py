@@ -36,6 +36,12 @@ def _check_table(ctx: Context, table: exp.Table) -> None:
 
 def check_relations(ctx: Context) -> None:
     """Resolve scopes; refuse relations that are not registered tables, and several privacy units."""
+    for join in ctx.tree.find_all(exp.Join):
+        if not isinstance(join.parent, exp.Select):
+            raise refuse("040", "parenthesized (nested) joins are not allowed")
+    for sub in ctx.tree.find_all(exp.Subquery):
+        if not isinstance(sub.this, exp.Query):
+            raise refuse("040", "parenthesized (nested) joins are not allowed")
     for node in ctx.tree.find_all(exp.From, exp.Join):
         item = node.this
         if isinstance(item, exp.Lateral):

@@ -194,6 +194,10 @@ HOSPITAL: list[tuple[str, str]] = [
      "DPSQL-E040"),
     (f"SELECT {C} FROM visits a LEFT JOIN visits b ON a.patient_id = b.patient_id", "DPSQL-E040"),
     (f"SELECT {C} FROM visits v ANTI JOIN clinics c ON v.clinic = c.clinic", "DPSQL-E040"),
+    (f"SELECT {C} FROM (visits a JOIN visits b ON a.clinic = b.clinic)", "DPSQL-E040"),
+    (f"SELECT {C} FROM visits a JOIN (visits b JOIN visits c ON b.clinic = c.clinic) "
+     "ON a.patient_id = b.patient_id", "DPSQL-E040"),
+    (f"SELECT {C} FROM (visits a JOIN clinics c ON a.clinic = c.clinic)", "DPSQL-E040"),
     # E041: the unit derived, renamed into a look-alike, or aliased away
     (f"SELECT {C} FROM visits a JOIN (SELECT patient_id + 1 AS patient_id FROM visits) b "
      "ON a.patient_id = b.patient_id", "DPSQL-E041"),
