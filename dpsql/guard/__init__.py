@@ -28,6 +28,7 @@ from .filters import rewrite_filters
 from .groups import check_groups
 from .joins import check_joins
 from .lineage import analyse_lineage
+from .materialize import rewrite_materialize
 from .params import check_parameters
 from .partition import plan_selection, rewrite_selection
 from .public_keys import rewrite_public_keys
@@ -57,6 +58,7 @@ REWRITES = (
     rewrite_bounding,  # k rows per (unit, group), g groups per unit, at random
     rewrite_public_keys,  # declared domains drive the groups (empty groups included)
     rewrite_selection,  # noisy-count threshold for undeclared keys
+    rewrite_materialize,  # CTEs with dp_* calls are evaluated (and noised) once
 )
 
 

@@ -152,3 +152,11 @@ def test_cost_and_sql_identical_on_neighbouring_databases() -> None:
         results.append((p.sql, p.cost, p.delta, p.mechanisms))
         con.close()
     assert results[0] == results[1]
+
+
+def test_noisy_cte_is_materialized(exact_con: duckdb.DuckDBPyConnection) -> None:
+    """A CTE referenced twice must not be evaluated (and noised) twice while charged once."""
+    p = plan("WITH n AS NOT MATERIALIZED (SELECT dp_count(*, epsilon := 0.1) AS c FROM visits) "
+             "SELECT a.c + b.c AS s FROM n a, n b", hospital_catalog())
+    assert "AS MATERIALIZED" in p.sql and p.cost == Decimal("0.3")
+    exact_con.sql(p.sql).fetchall()
