@@ -236,12 +236,46 @@ def segment_argmax(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return idx[first]
 
 
-def exponential_mechanism(log_weights: np.ndarray, offsets: np.ndarray, rng: Rng) -> np.ndarray:
+def exponential_mechanism(log_weights: np.ndarray, offsets: np.ndarray, rng: Rng, block: int = 1024) -> np.ndarray:
     """Sample one candidate per segment with probability proportional to ``exp(log_weights)``.
 
     Gumbel-max: ``argmax(log_w + Gumbel)`` has exactly the softmax law.  ``-inf`` log-weights are
     never chosen (a segment must hold at least one finite log-weight).  Returns indices into
     ``log_weights``.
+
+    Large segments are sampled in two exact stages: candidates are cut into blocks of ``block``; a
+    block is drawn by Gumbel-max on its log-sum-exp (the probability of a block is the sum of its
+    members'), then a member of the chosen block by Gumbel-max inside it.  The law is the same; the
+    random draws fall from one per candidate to one per block plus one block per segment.  Block sums
+    add positive terms, so each block's weight keeps float64 relative precision.
     """
-    z = log_weights + gumbel(log_weights.size, rng)
-    return segment_argmax(z, offsets)
+    log_weights = np.asarray(log_weights, dtype=np.float64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    if log_weights.size <= 4 * block or sizes.max(initial=0) <= 4 * block:
+        z = log_weights + gumbel(log_weights.size, rng)
+        return segment_argmax(z, offsets)
+    # stage 1: blocks inside each segment
+    nblk = -(-sizes // block)
+    blk_off = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(nblk, out=blk_off[1:])
+    seg_of_blk = np.repeat(np.arange(sizes.size), nblk)
+    local = np.arange(blk_off[-1]) - blk_off[seg_of_blk]
+    blk_start = offsets[seg_of_blk] + local * block
+    blk_max = np.maximum.reduceat(log_weights, blk_start)
+    finite = np.isfinite(blk_max)
+    rep_max = np.repeat(np.where(finite, blk_max, 0.0), np.diff(np.append(blk_start, log_weights.size)))
+    with np.errstate(under="ignore"):
+        ex = np.exp(log_weights - rep_max)
+    with np.errstate(divide="ignore"):
+        blk_lse = np.where(finite, blk_max + np.log(np.add.reduceat(ex, blk_start)), -np.inf)
+    chosen_blk = exponential_mechanism(blk_lse, blk_off, rng, block=block)
+    # stage 2: a member of each chosen block
+    start = blk_start[chosen_blk]
+    end = np.minimum(np.append(blk_start[1:], log_weights.size)[chosen_blk], offsets[1:])
+    lens = end - start
+    idx = np.repeat(start - np.cumsum(np.append(0, lens[:-1])), lens) + np.arange(lens.sum())
+    sub_off = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=sub_off[1:])
+    z = log_weights[idx] + gumbel(idx.size, rng)
+    return idx[segment_argmax(z, sub_off)]

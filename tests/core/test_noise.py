@@ -82,3 +82,25 @@ def test_noise_rejects_bad_scale():
         discrete_laplace(float("nan"), Rng.seeded(1), 3)
     with pytest.raises(ValueError):
         discrete_laplace(-1.0, Rng.seeded(1), 3)
+
+
+def test_two_stage_exponential_mechanism_has_the_softmax_law():
+    """Segments larger than 4 blocks are sampled block-then-member; the law must not change."""
+    n1 = 6000
+    lw1 = np.log(np.arange(1, n1 + 1, dtype=float))  # P(i) proportional to i
+    lw1[2000:2500] = -np.inf
+    lw2 = np.full(5000, -np.inf)
+    lw2[3], lw2[4999] = 0.0, np.log(3.0)
+    lw = np.concatenate([lw1, lw2])
+    off = np.array([0, n1, n1 + 5000])
+    rng = Rng.seeded(21)
+    R = 6000
+    picks = np.array([exponential_mechanism(lw, off, rng, block=256) for _ in range(R)])
+    w = np.where(np.isfinite(lw1), np.exp(lw1), 0.0)
+    p = np.add.reduceat(w / w.sum(), np.arange(0, n1, 1000))
+    obs = np.bincount(picks[:, 0] // 1000, minlength=6) / R
+    assert np.all(np.abs(obs - p) < 0.02)
+    assert obs[2] == pytest.approx(p[2], abs=0.02) and not np.any((picks[:, 0] >= 2000) & (picks[:, 0] < 2500))
+    second = picks[:, 1] - n1
+    assert set(np.unique(second)) <= {3, 4999}
+    assert abs((second == 4999).mean() - 0.75) < 0.02
