@@ -183,60 +183,66 @@ def quantile_em(
     """
     G = offsets.size - 1
     sizes = np.diff(offsets)
-    gid = np.repeat(np.arange(G), sizes)
     n = codes.size
-    # distinct values per group: a new run starts where the code or the group changes
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    t_g = np.asarray(target, dtype=np.float64)
+    # runs of equal codes: a new run starts where the code or the group changes
     new_run = np.ones(n, dtype=bool)
     if n > 1:
-        new_run[1:] = (codes[1:] != codes[:-1]) | (gid[1:] != gid[:-1])
+        np.not_equal(codes[1:], codes[:-1], out=new_run[1:])
+        if G > 1:
+            new_run[offsets[1:-1][offsets[1:-1] < n]] = True
     run_start = np.flatnonzero(new_run)
-    run_end = np.append(run_start[1:], n)  # exclusive
-    run_val = codes[run_start]
-    run_gid = gid[run_start] if n else np.zeros(0, dtype=np.int64)
-    run_clt = run_start - offsets[run_gid]
-    run_cle = run_end - offsets[run_gid]
+    R = run_start.size
+    run_gid = np.searchsorted(offsets, run_start, side="right") - 1 if G > 1 else np.zeros(R, dtype=np.int64)
     runs_per_group = np.bincount(run_gid, minlength=G)
-    # candidates per group: gap before each run, the run itself, and one trailing gap => 2r + 1
-    cand_per_group = 2 * runs_per_group + 1
-    cand_off = np.zeros(G + 1, dtype=np.int64)
-    np.cumsum(cand_per_group, out=cand_off[1:])
-    C = int(cand_off[-1])
-    c_lo = np.empty(C, dtype=np.int64)
-    c_hi = np.empty(C, dtype=np.int64)
-    c_lt = np.empty(C, dtype=np.int64)
-    c_le = np.empty(C, dtype=np.int64)
     run_first = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(runs_per_group, out=run_first[1:])
-    # index of run j within its group
-    j_in = np.arange(run_start.size) - run_first[run_gid]
-    gap_idx = cand_off[run_gid] + 2 * j_in
-    pt_idx = gap_idx + 1
-    prev_val = np.where(j_in > 0, np.roll(run_val, 1), lo[run_gid] - 1)
-    prev_cle = np.where(j_in > 0, np.roll(run_cle, 1), 0)
-    c_lo[gap_idx] = prev_val + 1
-    c_hi[gap_idx] = run_val - 1
-    c_lt[gap_idx] = prev_cle
-    c_le[gap_idx] = prev_cle
-    c_lo[pt_idx] = run_val
-    c_hi[pt_idx] = run_val
-    c_lt[pt_idx] = run_clt
-    c_le[pt_idx] = run_cle
-    tail = cand_off[1:] - 1
-    last_run = run_first[1:] - 1
+    run_val = codes[run_start]
+    base = offsets[run_gid]
+    run_clt = run_start - base
+    run_cle = np.append(run_start[1:], n) - base
+    run_cle = np.minimum(run_cle, sizes[run_gid])  # a group's last run ends at the group's end
+    first_of_group = np.zeros(R, dtype=bool)
+    first_of_group[run_first[:-1][runs_per_group > 0]] = True
+    prev_val = np.empty(R, dtype=np.int64)
+    prev_cle = np.empty(R, dtype=np.int64)
+    if R:
+        prev_val[1:] = run_val[:-1]
+        prev_cle[1:] = run_cle[:-1]
+        prev_val[first_of_group] = lo[run_gid[first_of_group]] - 1
+        prev_cle[first_of_group] = 0
     has_runs = runs_per_group > 0
-    last_val = run_val[np.maximum(last_run, 0)] if run_val.size else np.zeros(G, dtype=np.int64)
-    c_lo[tail] = np.where(has_runs, last_val + 1, lo)
-    c_hi[tail] = hi
-    c_lt[tail] = sizes
-    c_le[tail] = sizes
-    cgid = np.repeat(np.arange(G), cand_per_group)
-    t = np.asarray(target, dtype=np.float64)[cgid]
-    score = np.maximum(np.maximum(t - c_le, c_lt - t), 0.0)
-    size = (c_hi - c_lo + 1).astype(np.float64)
-    with np.errstate(divide="ignore"):
-        logw = np.where(size > 0, np.log(np.maximum(size, 1.0)), -np.inf) - epsilon * score / 2.0
-    pick = exponential_mechanism(logw, cand_off, rng)
-    return rng.integers(c_lo[pick], c_hi[pick])
+    last_val = np.where(has_runs, run_val[np.maximum(run_first[1:] - 1, 0)] if R else 0, lo - 1)
+    half_eps = epsilon / 2.0
+
+    def logw(size: np.ndarray, c_lt: np.ndarray, c_le: np.ndarray, t: np.ndarray) -> np.ndarray:
+        score = np.maximum(np.maximum(t - c_le, c_lt - t), 0.0)
+        with np.errstate(divide="ignore"):
+            return np.log(size.astype(np.float64)) - half_eps * score
+
+    t_run = t_g[run_gid]
+    lw_gap = logw(run_val - prev_val - 1, prev_cle, prev_cle, t_run)
+    lw_pt = logw(np.ones(R, dtype=np.int64), run_clt, run_cle, t_run)
+    lw_tail = logw(hi - last_val, sizes, sizes, t_g)
+    # candidate order per group: gap_0, point_0, gap_1, point_1, ..., tail
+    cand_off = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(2 * runs_per_group + 1, out=cand_off[1:])
+    lw = np.empty(int(cand_off[-1]))
+    gap_pos = 2 * np.arange(R) + run_gid
+    lw[gap_pos] = lw_gap
+    lw[gap_pos + 1] = lw_pt
+    lw[cand_off[1:] - 1] = lw_tail
+    pick = exponential_mechanism(lw, cand_off, rng)
+    local = pick - cand_off[:-1]
+    j = run_first[:-1] + local // 2
+    is_tail = local == 2 * runs_per_group
+    is_pt = ~is_tail & (local % 2 == 1)
+    jj = np.minimum(j, max(R - 1, 0))
+    c_lo = np.where(is_tail, last_val + 1, np.where(is_pt, run_val[jj] if R else 0, (prev_val[jj] if R else 0) + 1))
+    c_hi = np.where(is_tail, hi, np.where(is_pt, run_val[jj] if R else 0, (run_val[jj] if R else 0) - 1))
+    return rng.integers(c_lo, c_hi)
 
 
 def em_target(p: float, n: np.ndarray, margin: float) -> np.ndarray:
