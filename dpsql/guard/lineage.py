@@ -181,7 +181,7 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
             raise refuse("021", f"aggregate {node.sql_name()} is not differentially private; use dp_*")
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and resolve(srcs, node) is None:
             if not (has_dp and not node.table and node.name.lower() in aliases and _post_processing(node, select)):
-                raise refuse("012", f"column {node.name!r} does not name a column of its relations")
+                raise refuse("012", f"column {node.name!r} is unknown or ambiguous (qualify it with its table)")
     if select.args.get("qualify") is not None:
         raise refuse("050", "QUALIFY is not allowed over protected data")
     if select.args.get("distinct") is not None:
