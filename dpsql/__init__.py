@@ -31,6 +31,6 @@ def connect(database: str, analyst: str, **kwargs):  # noqa: ANN201
 
 def admin(database: str, **kwargs):  # noqa: ANN201
     """Open the data owner's administration handle (protect tables, declare keys, grant budgets)."""
-    from .admin import admin as _admin
+    from .administration import admin as _admin
 
     return _admin(database, **kwargs)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
-import types
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -251,14 +249,3 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 def admin(database: str | os.PathLike[str], **kwargs: Any) -> Admin:
     """Open the administration handle of ``database`` (a DuckDB file)."""
     return Admin(database, **kwargs)
-
-
-class _CallableModule(types.ModuleType):
-    """Importing ``dpsql.admin`` rebinds the package attribute ``dpsql.admin`` from the function to this
-    module; making the module callable keeps ``dpsql.admin("hospital.duckdb")`` working either way."""
-
-    def __call__(self, database: str | os.PathLike[str], **kwargs: Any) -> Admin:
-        return admin(database, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

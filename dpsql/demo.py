@@ -59,7 +59,7 @@ def build(path: Path, echo: Echo) -> None:
 
 def _session_layer() -> bool:
     try:
-        from . import admin as _admin  # noqa: F401
+        from . import administration as _admin  # noqa: F401
         from . import session as _session  # noqa: F401
         from .guard import plan as _plan  # noqa: F401
     except ImportError:

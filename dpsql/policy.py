@@ -1,7 +1,7 @@
 """Policy metadata: what is protected, how, and which keys are public (DDL in ``sql/policy.sql``).
 
 The metadata lives in the protected database itself, in schema ``dpsql``.  Only the admin writes it
-(:mod:`dpsql.admin`); guarded sessions read it through the executor's read-only connection and turn it
+(:mod:`dpsql.administration`); guarded sessions read it through the executor's read-only connection and turn it
 into the guard's :class:`~dpsql.guard.catalog.Catalog`.  Column names and types come from DuckDB's
 schema (``duckdb_columns``), never from its statistics.
 """

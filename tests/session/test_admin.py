@@ -10,12 +10,12 @@ import pytest
 from session_fakes import fake_install
 
 import dpsql
-import dpsql.admin
+import dpsql.administration
 from dpsql.errors import PrivacyError
 
 
 def test_dpsql_admin_stays_callable_after_importing_the_module(db: Path) -> None:
-    assert isinstance(dpsql.admin(db), dpsql.admin.Admin)
+    assert isinstance(dpsql.admin(db), dpsql.administration.Admin)
 
 
 def test_catalog_from_metadata(db: Path) -> None:
