@@ -217,15 +217,19 @@ def quantile_em(
     last_val = np.where(has_runs, run_val[np.maximum(run_first[1:] - 1, 0)] if R else 0, lo - 1)
     half_eps = epsilon / 2.0
 
-    def logw(size: np.ndarray, c_lt: np.ndarray, c_le: np.ndarray, t: np.ndarray) -> np.ndarray:
-        score = np.maximum(np.maximum(t - c_le, c_lt - t), 0.0)
-        with np.errstate(divide="ignore"):
-            return np.log(size.astype(np.float64)) - half_eps * score
+    def neg_score(c_lt: np.ndarray, c_le: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return -half_eps * np.maximum(np.maximum(t - c_le, c_lt - t), 0.0)
+
+    def log_size(size: np.ndarray) -> np.ndarray:
+        out = np.full(size.shape, -np.inf)
+        pos = size > 0
+        out[pos] = np.log(size[pos].astype(np.float64))
+        return out
 
     t_run = t_g[run_gid]
-    lw_gap = logw(run_val - prev_val - 1, prev_cle, prev_cle, t_run)
-    lw_pt = logw(np.ones(R, dtype=np.int64), run_clt, run_cle, t_run)
-    lw_tail = logw(hi - last_val, sizes, sizes, t_g)
+    lw_gap = log_size(run_val - prev_val - 1) + neg_score(prev_cle, prev_cle, t_run)
+    lw_pt = neg_score(run_clt, run_cle, t_run)  # a point has size 1: log 1 = 0
+    lw_tail = log_size(hi - last_val) + neg_score(sizes, sizes, t_g)
     # candidate order per group: gap_0, point_0, gap_1, point_1, ..., tail
     cand_off = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(2 * runs_per_group + 1, out=cand_off[1:])
