@@ -79,8 +79,8 @@ DEFAULTS: dict[str, str] = {
     "count": "laplace",
     "sum": "universal",
     "mean": "universal",
-    "var": "universal",
-    "quantile": "universal",
+    "var": "asymmetric",
+    "quantile": "threshold",
     "iqr": "universal",
 }
 

@@ -14,7 +14,8 @@ AGGS = [("count", {}), ("sum", {}), ("mean", {}), ("var", {}), ("quantile", {"p"
 
 
 def _runs(agg, p, data, runs, rng, eps=1.0, **kw):
-    return run(agg, Batch.from_lists([data] * runs), Params(epsilon=eps, **p, **kw), rng=rng)
+    method = "laplace" if agg == "count" else "universal"
+    return run(agg, Batch.from_lists([data] * runs), Params(epsilon=eps, **p, **kw), method=method, rng=rng)
 
 
 _base = list(np.random.default_rng(0).normal(10.0, 2.0, 150))
