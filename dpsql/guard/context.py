@@ -11,24 +11,14 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from ..duck import AGGREGATE_FUNCTIONS
 from ..errors import PrivacyError
 from .catalog import Catalog, TableInfo
 
 PREFIX = "_dpsql"  # reserved prefix of every identifier the guard generates
 
 #: the SQL aggregates of dpsql.install (sql/macros.sql) -> the core aggregate whose cost they declare
-DP_FUNCTIONS = {
-    "dp_count": "count",
-    "dp_count_star": "count",
-    "dp_sum": "sum",
-    "dp_mean": "mean",
-    "dp_avg": "mean",
-    "dp_var": "var",
-    "dp_stddev": "var",
-    "dp_quantile": "quantile",
-    "dp_median": "quantile",
-    "dp_iqr": "iqr",
-}
+DP_FUNCTIONS = AGGREGATE_FUNCTIONS
 
 
 def refuse(code: str, message: str) -> PrivacyError:
