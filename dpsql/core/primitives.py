@@ -46,22 +46,23 @@ def ceil_log2(y: np.ndarray) -> np.ndarray:
     return np.where(y > 0, k, np.int64(-(2**40)))
 
 
-def seg_count_le(batch: Batch, g: np.ndarray, t: np.ndarray, _comp: np.ndarray | None = None) -> np.ndarray:
-    """#{x in group g[i] : x <= t[i]} for every query i (vectorised segment searchsorted)."""
+def _seg_count(batch: Batch, g: np.ndarray, t: np.ndarray, side: str, comp: np.ndarray | None) -> np.ndarray:
+    """Position of t[i] inside group g[i] (vectorised segment searchsorted; ``side`` as in numpy)."""
     if batch.groups == 1:
-        return np.searchsorted(batch.sorted().values, t, side="right")
-    comp = batch.composite() if _comp is None else _comp
-    pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side="right")
+        return np.searchsorted(batch.sorted().values, t, side=side)
+    comp = batch.composite() if comp is None else comp
+    pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side=side)
     return pos - batch.offsets[g]
+
+
+def seg_count_le(batch: Batch, g: np.ndarray, t: np.ndarray, _comp: np.ndarray | None = None) -> np.ndarray:
+    """#{x in group g[i] : x <= t[i]} for every query i."""
+    return _seg_count(batch, g, t, "right", _comp)
 
 
 def seg_count_lt(batch: Batch, g: np.ndarray, t: np.ndarray, _comp: np.ndarray | None = None) -> np.ndarray:
     """#{x in group g[i] : x < t[i]}."""
-    if batch.groups == 1:
-        return np.searchsorted(batch.sorted().values, t, side="left")
-    comp = batch.composite() if _comp is None else _comp
-    pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side="left")
-    return pos - batch.offsets[g]
+    return _seg_count(batch, g, t, "left", _comp)
 
 
 def svt_scan(

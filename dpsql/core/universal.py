@@ -362,6 +362,18 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     return np.where(n >= 2.0, var, np.nan)
 
 
+def _quantile_grid(
+    batch: Batch, params: Params, rng: Rng, eps_bound: float, eps_range: float, beta: float
+) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray]:
+    """Shared first steps of the quantile and IQR estimators: the sorted (bounded) batch, the grid
+    ``IQR_lb * 2**-20`` (eps_bound) and the private range intersected with public bounds (eps_range)."""
+    s = _bounded(batch, params).sorted()
+    b = np.maximum(iqr_lower_bound(s, eps_bound, rng) * 2.0**-20, B_MIN)
+    l, r = infinite_range(s, b, eps_range, rng, beta)
+    l, r = _intersect(l, r, params)
+    return s, b, l, r
+
+
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_quantile, universal (seed 003: EstimateIQRLowerBound + InfiniteDomainQuantile).
 
@@ -370,10 +382,7 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
     """
     eps = budget.epsilon
     sp = SPLIT_QUANTILE
-    s = _bounded(batch, params).sorted()
-    b = np.maximum(iqr_lower_bound(s, sp["bound"] * eps, rng) * 2.0**-20, B_MIN)
-    l, r = infinite_range(s, b, sp["range"] * eps, rng, params.beta / 2.0)
-    l, r = _intersect(l, r, params)
+    s, b, l, r = _quantile_grid(batch, params, rng, sp["bound"] * eps, sp["range"] * eps, params.beta / 2.0)
     return private_quantile_in(s, l, r, b, float(params.p), sp["em"] * eps, rng, params.beta / 2.0)
 
 
@@ -384,10 +393,7 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     """
     eps = budget.epsilon
     sp = SPLIT_IQR
-    s = _bounded(batch, params).sorted()
-    b = np.maximum(iqr_lower_bound(s, sp["bound"] * eps, rng) * 2.0**-20, B_MIN)
-    l, r = infinite_range(s, b, sp["range"] * eps, rng, params.beta / 3.0)
-    l, r = _intersect(l, r, params)
+    s, b, l, r = _quantile_grid(batch, params, rng, sp["bound"] * eps, sp["range"] * eps, params.beta / 3.0)
     q1 = private_quantile_in(s, l, r, b, 0.25, sp["em"] * eps, rng, params.beta / 3.0)
     q3 = private_quantile_in(s, l, r, b, 0.75, sp["em"] * eps, rng, params.beta / 3.0)
     return np.maximum(q3 - q1, 0.0)
