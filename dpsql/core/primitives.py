@@ -23,6 +23,9 @@ __all__ = [
     "release_sum",
     "snap",
     "quantile_em",
+    "rank_em",
+    "GridCodes",
+    "seg_search",
     "pow2_floor",
     "em_target",
     "MAX_SPAN",
@@ -262,3 +265,244 @@ def em_target(p: float, n: np.ndarray, margin: float) -> np.ndarray:
     hi = np.maximum(n - margin, n / 2.0)
     return np.clip(p * n, lo, hi)
 
+
+
+# --------------------------------------------------------------------------- windowed rank EM
+
+#: the rank window keeps the tails' envelope mass below 2**-TAIL_BITS of the window's (see rank_em)
+TAIL_BITS = 12
+
+
+def seg_search(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, side: str = "left") -> np.ndarray:
+    """Vectorised ``searchsorted`` of ``x[i]`` inside the sorted slice ``a[lo[i]:hi[i]]``; returns absolute
+    indices in ``[lo[i], hi[i]]``.  One binary search per query, all queries advanced together (about
+    log2 of the longest slice numpy passes over the queries; no per-query Python work)."""
+    lo = np.array(lo, dtype=np.int64, copy=True)
+    hi = np.array(hi, dtype=np.int64, copy=True)
+    x = np.asarray(x)
+    act = np.flatnonzero(lo < hi)
+    while act.size:
+        mid = (lo[act] + hi[act]) // 2
+        v = a[mid]
+        right = (v <= x[act]) if side == "right" else (v < x[act])
+        lo[act[right]] = mid[right] + 1
+        hi[act[~right]] = mid[~right]
+        act = act[lo[act] < hi[act]]
+    return lo
+
+
+class GridCodes:
+    """Integer grid codes of sorted per-group values, computed only at the positions that are read.
+
+    ``codes[i] = clip(floor((x[i] - a[g]) / step[g]), 0, K[g])`` (or ``rint`` with ``nearest``) for the
+    row i of group g; with ``reflect`` the group's codes are ``K - code`` in reverse order (the data of
+    -D on the reflected grid, still ascending).  Indexing with an int array gives exactly what the same
+    formula over the whole array would give at those positions: :func:`rank_em` reads O(W log n) codes
+    per group, so the O(n) code array is never built.  The map is monotone, so codes stay sorted.
+    """
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray, a: np.ndarray, step: np.ndarray, K: np.ndarray,
+                 nearest: bool = False, reflect: bool = False) -> None:
+        self.values, self.offsets = values, np.asarray(offsets, dtype=np.int64)
+        self.a, self.step, self.K = a, step, np.asarray(K, dtype=np.int64)
+        self.nearest, self.reflect = nearest, reflect
+        self.size = values.size
+
+    def reflected(self) -> GridCodes:
+        return GridCodes(self.values, self.offsets, self.a, self.step, self.K, self.nearest, not self.reflect)
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        if self.offsets.size == 2:
+            g = np.zeros(idx.shape, dtype=np.int64)
+        else:
+            g = np.searchsorted(self.offsets, idx, side="right") - 1
+        src = self.offsets[g + 1] - 1 - (idx - self.offsets[g]) if self.reflect else idx
+        with np.errstate(over="ignore", invalid="ignore"):  # far outside [a, b]: +-inf, clipped below
+            q = (self.values[src] - self.a[g]) / self.step[g]
+        q = np.rint(q) if self.nearest else np.floor(q)
+        c = np.clip(q, 0, self.K[g]).astype(np.int64)
+        return self.K[g] - c if self.reflect else c
+
+
+def _ranges(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated ``arange(start[i], stop[i])`` and the offsets of each range in the result."""
+    lens = np.maximum(stop - start, 0)
+    off = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    idx = np.arange(int(off[-1]), dtype=np.int64) - np.repeat(off[:-1] - start, lens)
+    return idx, off
+
+
+def _pieces(
+    c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of ``[A[g], B[g]]`` on which ``#{c <= y + w}`` and ``#{c < y - w}`` are constant.
+
+    ``c``: codes sorted within groups (group ids ``cg`` ascending), every code of the group at least
+    ``A - w - 1`` and at most ``B + w``; ``base[g]`` codes lie below them.  Events: a distinct code u
+    (multiplicity m) enters the first count at ``y = u - w`` and the second at ``y = u + w + 1``.  Both
+    event lists are sorted; they are merged without sorting: an exit event ``u_j + w + 1`` comes after
+    the entries of the codes ``<= u_j + 2w + 1`` (all earlier codes and at most 2w + 1 later ones,
+    found by shifted comparisons), an entry after the exits of the codes ``< u_i - 2w - 1``.  Returns
+    (group, left end, first count, second count) of each piece, ordered by group and position.
+    """
+    new = np.ones(c.size, dtype=bool)
+    if c.size > 1:
+        new[1:] = (c[1:] != c[:-1]) | (cg[1:] != cg[:-1])
+    rs = np.flatnonzero(new)
+    u, ug = c[rs], cg[rs]
+    mult = np.diff(np.append(rs, c.size))
+    U = u.size
+    nu = np.bincount(ug, minlength=G)
+    u_off = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(nu, out=u_off[1:])
+    loc = np.arange(U) - u_off[ug]
+    after = np.zeros(U, dtype=np.int64)  # codes after j with u <= u_j + 2w + 1
+    before = np.zeros(U, dtype=np.int64)  # codes before i with u >= u_i - 2w - 1
+    for k in range(1, 2 * w + 2):
+        if k >= U:
+            break
+        same = ug[k:] == ug[:-k]
+        after[:-k] += same & (u[k:] <= u[:-k] + 2 * w + 1)
+        before[k:] += same & (u[:-k] >= u[k:] - 2 * w - 1)
+    ev_off = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(2 * nu + 1, out=ev_off[1:])
+    n_ev = int(ev_off[-1])
+    ev_g = np.repeat(np.arange(G), 2 * nu + 1)
+    ev_p = np.empty(n_ev, dtype=np.int64)
+    ev_in = np.zeros(n_ev, dtype=np.int64)
+    ev_out = np.zeros(n_ev, dtype=np.int64)
+    ev_p[ev_off[:-1]] = A
+    x_at = ev_off[ug] + 1 + loc + (loc - before)  # entries: own index + exits strictly before
+    y_at = ev_off[ug] + 1 + loc + (loc + 1 + after)  # exits: own index + entries at or before
+    ev_p[x_at] = np.maximum(u - w, A[ug])
+    ev_in[x_at] = mult
+    ev_p[y_at] = np.maximum(u + w + 1, A[ug])
+    ev_out[y_at] = mult
+    keep = ev_p <= B[ev_g]
+    ev_g, ev_p, ev_in, ev_out = ev_g[keep], ev_p[keep], ev_in[keep], ev_out[keep]
+    n_in = np.cumsum(ev_in)
+    n_out = np.cumsum(ev_out)
+    last = np.ones(ev_p.size, dtype=bool)
+    last[:-1] = (ev_p[1:] != ev_p[:-1]) | (ev_g[1:] != ev_g[:-1])
+    first_of_g = np.searchsorted(ev_g, np.arange(G))  # every group keeps its window-start event
+    prev_in = np.where(first_of_g > 0, n_in[np.maximum(first_of_g - 1, 0)], 0)
+    prev_out = np.where(first_of_g > 0, n_out[np.maximum(first_of_g - 1, 0)], 0)
+    pg = ev_g[last]
+    F = base[pg] + n_in[last] - prev_in[pg]
+    Gc = base[pg] + n_out[last] - prev_out[pg]
+    return pg, ev_p[last], F, Gc
+
+
+def rank_em(
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    K: np.ndarray,
+    target: np.ndarray,
+    window: int,
+    epsilon: float,
+    rng: Rng,
+    reach: int | None = None,
+) -> np.ndarray:
+    """Exponential mechanism over each group's integers ``0..K[g]`` for a rank target, sampled exactly
+    while looking only at the data near the target.
+
+    ``codes``: each group's data as int64 codes, sorted within groups and inside ``[0, K[g]]``.  Loss
+    (seed 000's PrvThreshold with window ``w``; ``w = 0`` is seed 003's quantile score, the loss of
+    :func:`quantile_em`)::
+
+        l(y) = max(0, t - #{c <= y + w}, #{c < y - w} - t)
+
+    and ``P(y) ~ exp(-eps l(y) / 2)``.  Privacy is that of the mechanism, not of this sampler: each count
+    moves by 0 or 1 when a row is added or removed, ``t`` must move by a value in [0, 1] in the same
+    direction, so l has sensitivity 1 and the release is eps-DP.
+
+    Sampling (exact, not an approximation).  Let ``W`` be the reach (default
+    ``ceil(2 (ln(K + 2) + TAIL_BITS ln 2) / eps) + 2`` ranks), ``a`` the code of rank ``floor(t) - W`` and
+    ``b`` that of rank ``ceil(t) + W`` (1-based, when they exist).  Every ``y < a - w`` has
+    ``#{c <= y + w} < floor(t) - W`` so ``l(y) >= L_lo = t - floor(t) + W + 1``; every ``y > b + w`` has
+    ``l(y) >= L_hi = ceil(t) + W - t``.  Inside the window ``[a - w, b + w]`` the loss is piecewise
+    constant between the events ``c - w`` and ``c + w + 1`` of the codes near the window; each piece is
+    a candidate with log-weight ``log(length) - eps l / 2``.  Each tail is one candidate whose weight is
+    its envelope ``|tail| exp(-eps L / 2)``.  Gumbel-max picks a candidate; a piece is final (uniform
+    integer inside it); a tail proposes a uniform y in it, accepted with probability
+    ``exp(-eps (l(y) - L) / 2) <= 1`` (l(y) from the full data); on rejection the group draws again.
+    Rejection sampling with these envelopes returns exactly ``P(y) ~ exp(-eps l(y) / 2)``.  The window
+    holds a y with l = 0 when 1 <= t <= n, and the envelopes weigh at most ``(K + 1) exp(-eps W / 2)
+    <= 2**-TAIL_BITS``, so a retry happens with probability below 2**-12.  Work: O(W + ties near the
+    target) per group after the sort, instead of O(n); small groups fall back to the whole domain.
+    """
+    G = K.size
+    K = np.asarray(K, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    start, stop = offsets[:-1], offsets[1:]
+    sizes = stop - start
+    t = np.broadcast_to(np.asarray(target, dtype=np.float64), (G,))
+    w = int(window)
+    half = epsilon / 2.0
+    if reach is None:
+        W = np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
+    else:
+        W = np.full(G, int(reach), dtype=np.int64)
+    i_lo = np.floor(t).astype(np.int64) - W
+    i_hi = np.ceil(t).astype(np.int64) + W
+    has_lo = (i_lo >= 1) & (i_lo <= sizes)  # a tail needs its bounding code to exist
+    has_hi = (i_hi >= 1) & (i_hi <= sizes)
+    a = codes[np.where(has_lo, start + i_lo - 1, 0)] if codes.size else np.zeros(G, dtype=np.int64)
+    b = codes[np.where(has_hi, start + i_hi - 1, 0)] if codes.size else np.zeros(G, dtype=np.int64)
+    A = np.where(has_lo, a - w, 0)
+    has_lo &= A > 0
+    A = np.maximum(A, 0)
+    B = np.where(has_hi, b + w, K)
+    has_hi &= B < K
+    B = np.minimum(B, K)
+    L_lo = t - (i_lo - 1)
+    L_hi = i_hi - t
+    # the codes that can move the loss inside [A, B]: c in [A - w - 1, B + w]; all below count as base
+    p0 = seg_search(codes, start, stop, A - w - 1, "left")
+    p1 = seg_search(codes, p0, stop, B + w, "right")
+    base = p0 - start
+    idx, sub_off = _ranges(p0, p1)
+    c = codes[idx]
+    cg = np.repeat(np.arange(G), np.diff(sub_off))
+    pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
+    nxt_same = np.append(pg[1:] == pg[:-1], False)
+    right = np.where(nxt_same, np.roll(left, -1) - 1, B[pg])
+    loss = np.maximum(0.0, np.maximum(t[pg] - F, Gc - t[pg]))
+    lw_piece = np.log((right - left + 1).astype(np.float64)) - half * loss
+    # candidates per group: lower tail, pieces, upper tail
+    npieces = np.bincount(pg, minlength=G)
+    cand_off = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(npieces + 2, out=cand_off[1:])
+    lw = np.empty(int(cand_off[-1]))
+    lw[cand_off[:-1]] = np.where(has_lo, np.log(np.maximum(A, 1).astype(np.float64)) - half * L_lo, -np.inf)
+    lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(K - B, 1).astype(np.float64)) - half * L_hi, -np.inf)
+    piece_pos = np.arange(pg.size) + 2 * pg + 1
+    lw[piece_pos] = lw_piece
+    out = np.empty(G, dtype=np.int64)
+    todo = np.arange(G)
+    while todo.size:
+        sidx, soff = _ranges(cand_off[todo], cand_off[todo + 1])
+        pick = sidx[exponential_mechanism(lw[sidx], soff, rng)]
+        local = pick - cand_off[todo]
+        is_lo = local == 0
+        is_hi = local == npieces[todo] + 1
+        is_piece = ~(is_lo | is_hi)
+        j = np.clip(pick - 2 * todo - 1, 0, max(pg.size - 1, 0))
+        lo_y = np.where(is_lo, 0, np.where(is_hi, B[todo] + 1, left[j] if pg.size else 0))
+        hi_y = np.where(is_lo, A[todo] - 1, np.where(is_hi, K[todo], right[j] if pg.size else 0))
+        y = rng.integers(lo_y, hi_y)
+        ok = is_piece.copy()
+        tail = np.flatnonzero(~is_piece)
+        if tail.size:
+            tg = todo[tail]
+            yt = y[tail]
+            f_le = seg_search(codes, start[tg], stop[tg], yt + w, "right") - start[tg]
+            g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left") - start[tg]
+            lt = np.maximum(0.0, np.maximum(t[tg] - f_le, g_lt - t[tg]))
+            env = np.where(is_lo[tail], L_lo[tg], L_hi[tg])
+            ok[tail] = rng.uniform(tail.size) <= np.exp(-half * (lt - env))
+        out[todo[ok]] = y[ok]
+        todo = todo[~ok]
+    return out

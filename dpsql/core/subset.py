@@ -38,7 +38,17 @@ import numpy as np
 from ..noise import Rng, exponential_mechanism
 from .accounting import Privacy
 from .batch import Batch
-from .primitives import MAX_SPAN, em_target, noisy_count, pow2_floor, release_sum, seg_count_le, seg_count_lt
+from .primitives import (
+    MAX_SPAN,
+    GridCodes,
+    em_target,
+    noisy_count,
+    pow2_floor,
+    rank_em,
+    release_sum,
+    seg_count_le,
+    seg_count_lt,
+)
 from .registry import Method, ParameterError, Params, register
 from .universal import B_MIN, _bounded, _intersect, infinite_range, iqr_lower_bound, mean_range
 
@@ -47,6 +57,7 @@ __all__ = [
     "grid_codes",
     "piecewise_em",
     "threshold_codes",
+    "threshold_codes_reference",
     "invsen_quantile_codes",
     "quantile_len",
     "alg3_rank_target",
@@ -84,7 +95,7 @@ def _has_bounds(params: Params) -> bool:
 
 
 def private_domain(
-    batch: Batch, params: Params, eps_range: float, rng: Rng, total_eps: float, kind: str
+    batch: Batch, params: Params, eps_range: float, rng: Rng, total_eps: float, kind: str, clamp: bool = True
 ) -> tuple[Batch, np.ndarray, np.ndarray]:
     """The public range ``[a, b]`` the paper needs, and the sorted data clamped into it.
 
@@ -106,6 +117,8 @@ def private_domain(
             bucket = np.maximum(iqr_lower_bound(s, e_bound, rng) * 2.0**-20, B_MIN)
             a, b = infinite_range(s, bucket, e_range, rng, params.beta)
         a, b = _intersect(a, b, params)
+    if not clamp:  # the caller clips codes instead (the same result for grid codes)
+        return s, a, b
     gid = s.group_ids
     c = Batch(np.clip(s.values, a[gid], b[gid]), s.offsets)
     c._sorted = c
@@ -197,6 +210,7 @@ def threshold_codes(
     window: int,
     epsilon: float,
     rng: Rng,
+    reach: int | None = None,
 ) -> np.ndarray:
     """PrvThreshold (Algorithm 2) on integer codes: eps-DP (pure).
 
@@ -205,8 +219,23 @@ def threshold_codes(
     0 or 1; ``target`` must be public or move by a value in [0, 1] in the same direction (``p n`` or
     :func:`~.primitives.em_target`), so l has sensitivity 1 and the mechanism ``exp(-eps l / 2)`` is
     eps-DP.  With ``w = 0`` on grid data this is Algorithm 2 with alpha = step/3 followed by rounding
-    (Corollary 3.8), restricted to the grid.
+    (Corollary 3.8), restricted to the grid.  Sampled by :func:`~.primitives.rank_em` (exact; reads only
+    the codes near the target); :func:`threshold_codes_reference` is the whole-domain sampler it replaced.
     """
+    return rank_em(codes, offsets, K, target, window, epsilon, rng, reach)
+
+
+def threshold_codes_reference(
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    K: np.ndarray,
+    target: np.ndarray,
+    window: int,
+    epsilon: float,
+    rng: Rng,
+) -> np.ndarray:
+    """The same mechanism as :func:`threshold_codes`, sampled over every piece of the whole domain with
+    :func:`piecewise_em` (O(n log n) per call).  Kept as the reference the law tests compare with."""
     cb = _code_batch(codes, offsets)
     comp = cb.group_ids.astype(np.float64) + 1j * cb.values
     t = np.asarray(target, dtype=np.float64)
@@ -286,7 +315,8 @@ def _threshold_value(
     """A lower threshold (rank ``target`` from the bottom) or, with ``upper``, the lower search on the
     reflected data (rank ``target`` from the top; footnote 2), as a value ``a + code * g``."""
     if upper:
-        y = threshold_codes(_reflect(codes, s.offsets, K), s.offsets, K, target, window, eps, rng)
+        ref = codes.reflected() if isinstance(codes, GridCodes) else _reflect(codes, s.offsets, K)
+        y = threshold_codes(ref, s.offsets, K, target, window, eps, rng)
         y = K - y
     else:
         y = threshold_codes(codes, s.offsets, K, target, window, eps, rng)
@@ -386,9 +416,11 @@ def run_subset_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> 
 
 def _threshold_setup(batch: Batch, params: Params, eps: float, rng: Rng):
     share = 0.0 if _has_bounds(params) else RANGE_SHARE["threshold"]
-    s, a, b = private_domain(batch, params, share * eps, rng, eps, "quantile")
+    s, a, b = private_domain(batch, params, share * eps, rng, eps, "quantile", clamp=False)
     g = _grid(b - a, (b - a) * 2.0**-THRESHOLD_BITS)
-    codes, K = grid_codes(s, a, b, g)
+    # the codes of grid_codes on the clamped data, computed only where the sampler reads them
+    K = np.floor((b - a) / g).astype(np.int64)
+    codes = GridCodes(s.values, s.offsets, a, g, K)
     return s, a, g, K, codes, (1.0 - share) * eps
 
 

@@ -32,11 +32,12 @@ from .accounting import Privacy
 from .batch import Batch
 from .primitives import (
     MAX_SPAN,
+    GridCodes,
     ceil_log2,
     em_target,
     noisy_count,
     pow2_floor,
-    quantile_em,
+    rank_em,
     release_sum,
     seg_count_le,
     seg_count_lt,
@@ -91,33 +92,63 @@ def _sorted_batch(values: np.ndarray, gid: np.ndarray, groups: int) -> Batch:
 
 def _group_order(gid: np.ndarray, groups: int) -> np.ndarray:
     """A stable permutation that groups rows by group id (radix sort for < 2**16 groups)."""
-    if groups == 1:
-        return np.arange(gid.size)
+    if groups == 1 or gid.size < 2 or not np.any(gid[1:] < gid[:-1]):
+        return np.arange(gid.size)  # already grouped (e.g. the pairs of random_pairs)
     key = gid.astype(np.uint16) if groups < 2**16 else gid
     return np.argsort(key, kind="stable")
+
+
+def _shuffle_within_groups(batch: Batch, rng: Rng) -> np.ndarray | None:
+    """Row indices in which every group's slice is a uniformly random order of that group's rows, or
+    None when the keys below do not fit (then the caller permutes globally).
+
+    One integer sort: key = group id (high bits) | r random bits | the row's index inside its group (low
+    bits).  Sorting orders each group by its random bits; whenever two rows of a group draw equal random
+    bits the whole draw is repeated.  The keys are i.i.d. and the event "no ties" is symmetric in the rows,
+    so conditioned on it each group's order is exactly uniform (and r >= 2 log2(size) + 20 keeps a repeat
+    rarer than about 2**-20 per group)."""
+    G, n = batch.groups, batch.values.size
+    gb = max(int(G - 1).bit_length(), 1)
+    ib = max(int(batch.sizes.max(initial=1) - 1).bit_length(), 1)
+    rb = 64 - gb - ib
+    if rb < 2 * ib + 20:
+        return None
+    gid = batch.group_ids
+    local = (np.arange(n, dtype=np.int64) - batch.offsets[gid]).astype(np.uint64)
+    head = gid.astype(np.uint64) << np.uint64(64 - gb)
+    low = np.uint64((1 << ib) - 1)
+    while True:
+        key = head | ((rng.words(n) >> np.uint64(gb + ib)) << np.uint64(ib)) | local
+        key.sort()
+        top = key >> np.uint64(ib)
+        if not np.any(top[1:] == top[:-1]):
+            break
+    return (key & low).astype(np.int64) + batch.offsets[gid]
 
 
 def random_pairs(batch: Batch, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A uniformly random maximal matching inside each group: returns (first, second, group) of each
     pair as indices into ``batch.values`` (an odd group leaves one random row unmatched).
 
-    A uniform permutation of all rows (Fisher-Yates on CSPRNG bits), stably grouped by group id, is a
-    uniform permutation inside every group; consecutive rows of it are paired."""
+    Rows are put in a uniformly random order inside each group (one group: Fisher-Yates on CSPRNG bits;
+    many: :func:`_shuffle_within_groups`, or a global permutation stably grouped by group id, which is
+    uniform inside every group); consecutive rows of that order are paired."""
     n = batch.values.size
-    perm = rng.permutation(n)
     if batch.groups == 1:
+        perm = rng.permutation(n)
         k = n // 2
         return perm[0 : 2 * k : 2], perm[1 : 2 * k : 2], np.zeros(k, dtype=np.int64)
     gid = batch.group_ids
-    order = perm[_group_order(gid[perm], batch.groups)]
-    pos = np.arange(gid.size) - batch.offsets[gid[order]]
+    order = _shuffle_within_groups(batch, rng)
+    if order is None:
+        perm = rng.permutation(n)
+        order = perm[_group_order(gid[perm], batch.groups)]
+    pos = np.arange(gid.size) - batch.offsets[gid]  # row i of ``order`` belongs to group gid[i]
     fpos = np.flatnonzero(pos % 2 == 0)
     nxt = fpos + 1
     ok = nxt < gid.size
-    ok[ok] &= gid[order[nxt[ok]]] == gid[order[fpos[ok]]]
-    first = order[fpos[ok]]
-    second = order[nxt[ok]]
-    return first, second, gid[first]
+    ok[ok] &= gid[nxt[ok]] == gid[fpos[ok]]
+    return order[fpos[ok]], order[nxt[ok]], gid[fpos[ok]]
 
 
 # --------------------------------------------------------------------------- building blocks
@@ -211,19 +242,21 @@ def private_quantile_in(
     """FiniteDomainQuantile (seed 003 Alg. 2) on the grid of ``[l, r]``: eps-DP (pure).
 
     Values are clipped to [l, r] and coded ``floor((x - l) / grid)`` (a fixed per-row map given the
-    released l, r, b); the exponential mechanism of :func:`~dpsql.core.primitives.quantile_em` picks a
-    code with the rank target ``p n`` clamped by ``(2/eps) ln(|X| / beta)`` (the paper's clamp, with the
-    real n: its target moves by at most one rank per added row, so the score keeps sensitivity 1).
+    released l, r, b); the exponential mechanism of :func:`~dpsql.core.primitives.quantile_em` (sampled
+    exactly by ``rank_em``) picks a code with the rank target ``p n`` clamped by ``(2/eps) ln(|X| / beta)``
+    (the paper's clamp, with the real n: its target moves by at most one rank per added row, so the score
+    keeps sensitivity 1).
     """
     grid = _grid_for(r - l, b)
-    gid = s.group_ids
     span = np.floor((r - l) / grid).astype(np.int64)
-    x = np.clip(s.values, l[gid], r[gid])
-    codes = np.clip(np.floor((x - l[gid]) / grid[gid]), 0, span[gid]).astype(np.int64)
+    # codes floor((x - l) / grid) clipped to [0, span] (the same as coding x clipped to [l, r]), computed
+    # lazily: the sampler reads only the codes near the target
+    codes = GridCodes(s.values, s.offsets, l, grid, span)
     margin = 2.0 / epsilon * np.log((span + 1.0) / beta)
     target = em_target(p, s.sizes, margin)
-    # codes are sorted within groups because the map is monotone
-    k = quantile_em(codes, s.offsets, np.zeros_like(span), span, target, epsilon, rng)
+    # codes are sorted within groups because the map is monotone; rank_em samples the law of
+    # quantile_em (window 0) while reading only the codes near the target
+    k = rank_em(codes, s.offsets, span, target, 0, epsilon, rng)
     return l + k * grid
 
 
