@@ -226,57 +226,138 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     rightward from their own first row.  Either way the anchor lies in the window, so the relative rounding
     error is at most ~(window size) * 2**-53 even with huge outliers.  Work: O(n + C^2) per group, plus
     O(n C) for groups of n <= 2C + 1.
+
+    Cost: two passes over the rows (the scaled deviations ``d`` and their squares) and one segmented sum
+    (``np.add.reduceat``, pairwise) for the core of every group; the O(C^2) window and bound minima run
+    over contiguous column slices, on only the groups deep enough for each k / l (groups ordered by size).
     """
     G = s.groups
     n = s.sizes
     off = s.offsets
-    gid = s.group_ids
     has = n > 0
-    last = max(s.values.size - 1, 0)
-    if s.values.size == 0:
+    v = s.values
+    last = max(v.size - 1, 0)
+    if v.size == 0:
         return np.full(G, -np.inf), np.full((G, C), -np.inf)
-    xm = np.where(has, s.values[np.minimum(off[:-1] + n // 2, last)], 0.0)
-    first = np.where(has, s.values[np.minimum(off[:-1], last)], 0.0)
-    lastv = np.where(has, s.values[np.maximum(off[1:] - 1, 0)], 0.0)
+    xm = np.where(has, v[np.minimum(off[:-1] + n // 2, last)], 0.0)
+    first = np.where(has, v[np.minimum(off[:-1], last)], 0.0)
+    lastv = np.where(has, v[np.maximum(off[1:] - 1, 0)], 0.0)
     spread = np.maximum(xm - first, lastv - xm)
     sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
-    d = (s.values - xm[gid]) / sc[gid]
+    inv = 1.0 / sc  # exact (powers of two): d * inv == d / sc bit for bit
+    if G == 1:
+        d = v - xm[0]
+        d *= inv[0]
+    else:
+        d = v - np.repeat(xm, n)
+        d *= np.repeat(inv, n)
     kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
-    pos = np.arange(s.values.size) - off[gid]
-    core = (pos >= kg[gid]) & (pos < n[gid] - kg[gid])
-    s1c = np.bincount(gid[core], weights=d[core], minlength=G)
-    s2c = np.bincount(gid[core], weights=d[core] ** 2, minlength=G)
-    cw = int(kg.max()) if G else 0
-    jj = np.arange(cw)
-    ok = jj[None, :] < kg[:, None]
-    lo = np.where(ok, d[np.clip(off[:-1, None] + jj[None, :], 0, last)], 0.0)
-    hi = np.where(ok, d[np.clip(off[1:, None] - 1 - jj[None, :], 0, last)], 0.0)
-    ls1, ls2 = _rev_cumsum(lo), _rev_cumsum(lo * lo)
-    hs1, hs2 = _rev_cumsum(hi), _rev_cumsum(hi * hi)
+    s1c, s2c = _core_sums(d, off[:-1] + kg, off[1:] - kg)
+    cw = int(kg.max())
     kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
-    cwf = int(kf.max()) if G else 0
-    W = np.full((G, max(cw, cwf) + 1), np.inf)
+    cwf = int(kf.max())
     nf = n.astype(np.float64)
-    for k in range(cw + 1):
-        i = np.arange(k + 1)
-        s1 = s1c[:, None] + ls1[:, k - i] + hs1[:, i]
-        s2 = s2c[:, None] + ls2[:, k - i] + hs2[:, i]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ssd = np.maximum(s2 - s1 * s1 / np.maximum(nf - k, 1.0)[:, None], 0.0)
-        W[:, k] = np.where(k <= kg, ssd.min(axis=1), np.inf)
+    # groups by decreasing size: kg and kf are non-increasing, so the groups that take part at a given
+    # depth k (kg >= k, or kf >= k) are a prefix
+    order = None if np.all(n[:-1] >= n[1:]) else np.argsort(-n, kind="stable")
+
+    def perm(a: np.ndarray) -> np.ndarray:
+        return a if order is None else a[order]
+
+    def unperm(a: np.ndarray) -> np.ndarray:
+        if order is None:
+            return a
+        out = np.empty_like(a)
+        out[order] = a
+        return out
+
+    kgp, kfp, nfp = perm(kg), perm(kf), perm(nf)
+    # Work arrays are [depth, group] (groups contiguous, in size order), processed in blocks of B groups
+    # that stay in cache.  Edges: lo[j] = d[start + j], hi[j] = d[end - 1 - j] for j < kg (0 past kg).
+    B = max(512, 65536 // (max(cw, cwf) + 1))
+    jj = np.arange(cw)[:, None]
+    ok = jj < kgp[None, :]
+    lo = np.where(ok, d[np.clip(perm(off[:-1])[None, :] + jj, 0, last)], 0.0)
+    hi = np.where(ok, d[np.clip(perm(off[1:])[None, :] - 1 - jj, 0, last)], 0.0)
+    # A1[cw - a] = s1c + sum(lo[a:]), H1[b] = sum(hi[b:]) (and A2, H2 for the squares): the edge sums
+    # accumulate inward from the outermost kept row
+    A1, A2, H1, H2 = (np.zeros((cw + 1, G)) for _ in range(4))
+    np.cumsum(lo[::-1], axis=0, out=A1[1:])
+    np.cumsum((lo * lo)[::-1], axis=0, out=A2[1:])
+    H1[:cw] = np.cumsum(hi[::-1], axis=0)[::-1]
+    H2[:cw] = np.cumsum((hi * hi)[::-1], axis=0)[::-1]
+    A1 += perm(s1c)[None, :]
+    A2 += perm(s2c)[None, :]
+    # W_k = min_i SSD(window dropping k - i bottom and i top rows)
+    mg = _prefix_counts(kgp, cw)
+    WT = np.full((max(cw, cwf) + 1, G), np.inf)
+    b1, b2 = np.empty((cw + 1, B)), np.empty((cw + 1, B))
+    for c0 in range(0, G, B):
+        c1 = min(c0 + B, G)
+        for k in range(cw + 1):
+            m = min(mg[k], c1) - c0  # groups of the block with kg >= k
+            if m <= 0:
+                break
+            g = slice(c0, c0 + m)
+            s1 = np.add(A1[cw - k :, g], H1[: k + 1, g], out=b1[: k + 1, :m])
+            s2 = np.add(A2[cw - k :, g], H2[: k + 1, g], out=b2[: k + 1, :m])
+            np.multiply(s1, s1, out=s1)
+            s1 /= np.maximum(nfp[g] - k, 1.0)
+            s2 -= s1
+            WT[k, g] = np.maximum(s2.min(axis=0), 0.0)  # min_i max(x_i, 0) == max(min_i x_i, 0)
+    W = unperm(WT.T)
     _deep_windows(d, off, n, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
+    # L^l = min_{k <= l} W_k / (n + l - 2k), for l <= kf; W_k is +inf past kf, so only k <= kf contributes
+    lc = min(cwf, C)
     L = np.zeros((G, C))
-    for l in range(1, min(cwf, C) + 1):
-        k = np.arange(l + 1)
-        den = nf[:, None] + l - 2.0 * k[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            val = np.where(k[None, :] <= kf[:, None], W[:, : l + 1] / np.maximum(den, 1.0), np.inf)
-        L[:, l - 1] = np.where(l <= kf, val.min(axis=1), 0.0)
+    if lc:
+        WT = np.ascontiguousarray(perm(W).T)
+        LT = np.full((lc, G), np.inf)
+        mf = _prefix_counts(kfp, lc)
+        js = np.arange(-lc, lc + 1, dtype=np.float64)[:, None]
+        buf = np.empty((lc, B))
+        for c0 in range(0, G, B):
+            c1 = min(c0 + B, G)
+            D = np.maximum(nfp[None, c0:c1] + js, 1.0)  # D[lc + j] = max(n + j, 1)
+            for k in range(lc + 1):
+                m = min(mf[k], c1) - c0  # groups of the block with kf >= k
+                if m <= 0:
+                    break
+                g = slice(c0, c0 + m)
+                l0 = max(k, 1)
+                q = np.divide(WT[k, g], D[l0 - 2 * k + lc : 2 * lc - 2 * k + 1, :m], out=buf[: lc - l0 + 1, :m])
+                dst = LT[l0 - 1 :, g]
+                np.minimum(dst, q, out=dst)
+        L[:, :lc] = np.where(np.arange(1, lc + 1)[None, :] <= kf[:, None], unperm(LT.T), 0.0)
     L = np.minimum.accumulate(np.minimum(L, f[:, None]), axis=1)
     with np.errstate(divide="ignore"):
         two_log_sc = 2.0 * np.log(sc)
         return np.log(f) + two_log_sc, np.log(L) + two_log_sc[:, None]
+
+
+def _prefix_counts(depth: np.ndarray, top: int) -> list[int]:
+    """``out[k] = #{g : depth[g] >= k}`` for k = 0..top (depth non-increasing: the groups are a prefix)."""
+    c = np.bincount(np.minimum(depth, top), minlength=top + 1)
+    return np.cumsum(c[::-1])[::-1].tolist()
+
+
+def _core_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sum d, sum d**2)`` over the disjoint, increasing row ranges ``[lo[g], hi[g])`` (0 when empty)."""
+    G = lo.size
+    s1, s2 = np.zeros(G), np.zeros(G)
+    ne = np.flatnonzero(hi > lo)
+    if ne.size == 0:
+        return s1, s2
+    idx = np.empty(2 * ne.size, dtype=np.int64)
+    idx[0::2], idx[1::2] = lo[ne], hi[ne]
+    if idx[-1] >= d.size:
+        idx = idx[:-1]  # the last range runs to the end of d
+    if G == 1:  # one range: square only its rows
+        d, idx = d[idx[0] : hi[0]], idx[:1] - idx[0]
+    s1[ne] = np.add.reduceat(d, idx)[0::2]
+    s2[ne] = np.add.reduceat(d * d, idx)[0::2]  # reduceat, also for one group: the same sums in any batch
+    return s1, s2
 
 
 def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray) -> None:
