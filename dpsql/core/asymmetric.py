@@ -294,13 +294,14 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     b1, b2 = np.empty((cw + 1, B)), np.empty((cw + 1, B))
     for c0 in range(0, G, B):
         c1 = min(c0 + B, G)
+        a1, a2, h1, h2 = (np.ascontiguousarray(X[:, c0:c1]) for X in (A1, A2, H1, H2))
         for k in range(cw + 1):
             m = min(mg[k], c1) - c0  # groups of the block with kg >= k
             if m <= 0:
                 break
             g = slice(c0, c0 + m)
-            s1 = np.add(A1[cw - k :, g], H1[: k + 1, g], out=b1[: k + 1, :m])
-            s2 = np.add(A2[cw - k :, g], H2[: k + 1, g], out=b2[: k + 1, :m])
+            s1 = np.add(a1[cw - k :, :m], h1[: k + 1, :m], out=b1[: k + 1, :m])
+            s2 = np.add(a2[cw - k :, :m], h2[: k + 1, :m], out=b2[: k + 1, :m])
             np.multiply(s1, s1, out=s1)
             s1 /= np.maximum(nfp[g] - k, 1.0)
             s2 -= s1
@@ -313,22 +314,25 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     L = np.zeros((G, C))
     if lc:
         WT = np.ascontiguousarray(perm(W).T)
-        LT = np.full((lc, G), np.inf)
+        LT = np.empty((lc, G))
         mf = _prefix_counts(kfp, lc)
         js = np.arange(-lc, lc + 1, dtype=np.float64)[:, None]
         buf = np.empty((lc, B))
         for c0 in range(0, G, B):
             c1 = min(c0 + B, G)
             D = np.maximum(nfp[None, c0:c1] + js, 1.0)  # D[lc + j] = max(n + j, 1)
+            lt = np.full((lc, c1 - c0), np.inf)
             for k in range(lc + 1):
                 m = min(mf[k], c1) - c0  # groups of the block with kf >= k
                 if m <= 0:
                     break
-                g = slice(c0, c0 + m)
                 l0 = max(k, 1)
-                q = np.divide(WT[k, g], D[l0 - 2 * k + lc : 2 * lc - 2 * k + 1, :m], out=buf[: lc - l0 + 1, :m])
-                dst = LT[l0 - 1 :, g]
+                q = np.divide(
+                    WT[k, c0 : c0 + m], D[l0 - 2 * k + lc : 2 * lc - 2 * k + 1, :m], out=buf[: lc - l0 + 1, :m]
+                )
+                dst = lt[l0 - 1 :, :m]
                 np.minimum(dst, q, out=dst)
+            LT[:, c0:c1] = lt
         L[:, :lc] = np.where(np.arange(1, lc + 1)[None, :] <= kf[:, None], unperm(LT.T), 0.0)
     L = np.minimum.accumulate(np.minimum(L, f[:, None]), axis=1)
     with np.errstate(divide="ignore"):
