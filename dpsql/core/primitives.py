@@ -135,9 +135,13 @@ def release_sum(
     sens = np.maximum(np.asarray(sensitivity, dtype=np.float64), 2.0**-1000)
     sens = np.broadcast_to(sens, (G,))
     gamma = pow2_floor(sens) * 2.0**-20
-    gid = np.repeat(np.arange(G), np.diff(offsets))
-    v = np.clip(values, -sens[gid], sens[gid])
-    k = np.rint(v / gamma[gid]).astype(np.int64)
+    if G == 1:  # scalars instead of per-row gathers (same arithmetic)
+        s_row, g_row = sens[0], gamma[0]
+    else:
+        gid = np.repeat(np.arange(G), np.diff(offsets))
+        s_row, g_row = sens[gid], gamma[gid]
+    v = np.clip(values, -s_row, s_row)
+    k = np.rint(v / g_row).astype(np.int64)
     sums = _segment_sum_int(k, offsets)
     steps = np.ceil(sens / gamma + 0.5)
     noise = discrete_laplace(steps / epsilon, rng)
@@ -312,10 +316,14 @@ class GridCodes:
         return GridCodes(self.values, self.offsets, self.a, self.step, self.K, self.nearest, not self.reflect)
 
     def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        return self.take(idx)
+
+    def take(self, idx: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
+        """Codes at rows ``idx`` (``g``: their groups, when the caller knows them)."""
         idx = np.asarray(idx, dtype=np.int64)
         if self.offsets.size == 2:
             g = np.zeros(idx.shape, dtype=np.int64)
-        else:
+        elif g is None:
             g = np.searchsorted(self.offsets, idx, side="right") - 1
         src = self.offsets[g + 1] - 1 - (idx - self.offsets[g]) if self.reflect else idx
         with np.errstate(over="ignore", invalid="ignore"):  # far outside [a, b]: +-inf, clipped below
@@ -360,7 +368,9 @@ def _pieces(
     loc = np.arange(U) - u_off[ug]
     after = np.zeros(U, dtype=np.int64)  # codes after j with u <= u_j + 2w + 1
     before = np.zeros(U, dtype=np.int64)  # codes before i with u >= u_i - 2w - 1
-    for k in range(1, 2 * w + 2):
+    # w = 0: u_i + 1 <= u_(i+1), so entries and exits simply alternate (a tie u_i + 1 = u_(i+1) puts two
+    # events at one position, which collapse below): no shifted comparisons needed
+    for k in range(1, 2 * w + 2 if w else 1):
         if k >= U:
             break
         same = ug[k:] == ug[:-k]
@@ -464,8 +474,8 @@ def rank_em(
     p1 = seg_search(codes, p0, stop, B + w, "right")
     base = p0 - start
     idx, sub_off = _ranges(p0, p1)
-    c = codes[idx]
     cg = np.repeat(np.arange(G), np.diff(sub_off))
+    c = codes.take(idx, cg) if isinstance(codes, GridCodes) else codes[idx]
     pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
     nxt_same = np.append(pg[1:] == pg[:-1], False)
     right = np.where(nxt_same, np.roll(left, -1) - 1, B[pg])

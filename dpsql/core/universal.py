@@ -81,6 +81,11 @@ def _intersect(l: np.ndarray, r: np.ndarray, params: Params) -> tuple[np.ndarray
     return l, r
 
 
+def _rows(per_group: np.ndarray, batch: Batch) -> np.ndarray | np.float64:
+    """A per-group array spread over the rows (a scalar when there is one group: no gather)."""
+    return per_group[0] if batch.groups == 1 else per_group[batch.group_ids]
+
+
 def _sorted_batch(values: np.ndarray, gid: np.ndarray, groups: int) -> Batch:
     """Values with group ids (any order) as a sorted Batch: stable grouping, then per-group sort."""
     order = _group_order(gid, groups)
@@ -331,8 +336,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     s = _bounded(batch, params).sorted()
     l, r = mean_range(s, SPLIT_SUM["bound"] * eps, SPLIT_SUM["range"] * eps, rng, params.beta, eps)
     l, r = _intersect(l, r, params)
-    gid = s.group_ids
-    x = np.clip(s.values, l[gid], r[gid])
+    x = np.clip(s.values, _rows(l, s), _rows(r, s))
     sens = np.maximum(np.abs(l), np.abs(r))
     return release_sum(x, s.offsets, sens, SPLIT_SUM["sum"] * eps, rng)
 
@@ -351,8 +355,7 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     l, r = _intersect(l, r, params)
     c = l / 2.0 + r / 2.0
     half = r / 2.0 - l / 2.0
-    gid = s.group_ids
-    x = np.clip(s.values, l[gid], r[gid]) - c[gid]
+    x = np.clip(s.values, _rows(l, s), _rows(r, s)) - _rows(c, s)
     total = release_sum(x, s.offsets, half, sp["sum"] * eps, rng)
     n = noisy_count(s, sp["count"] * eps, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -387,7 +390,7 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     R = radius(sub, np.zeros(G), bz, _amplified(sp["radius"] * eps, eta), rng, params.beta)
     if params.lower is not None and params.upper is not None:
         R = np.minimum(R, (params.upper - params.lower) ** 2)
-    zc = np.minimum(zb.values, R[zb.group_ids])
+    zc = np.minimum(zb.values, _rows(R, zb))
     total = release_sum(zc, zb.offsets, R, sp["sum"] * eps, rng)
     n = noisy_count(s, sp["count"] * eps, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
