@@ -244,15 +244,8 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     lastv = np.where(has, v[np.maximum(off[1:] - 1, 0)], 0.0)
     spread = np.maximum(xm - first, lastv - xm)
     sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
-    inv = 1.0 / sc  # exact (powers of two): d * inv == d / sc bit for bit
-    if G == 1:
-        d = v - xm[0]
-        d *= inv[0]
-    else:
-        d = v - np.repeat(xm, n)
-        d *= np.repeat(inv, n)
     kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
-    s1c, s2c = _core_sums(d, off[:-1] + kg, off[1:] - kg)
+    d, s1c, s2c = _deviations(v, off, xm, sc, off[:-1] + kg, off[1:] - kg)
     cw = int(kg.max())
     kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
     cwf = int(kf.max())
@@ -344,6 +337,39 @@ def _prefix_counts(depth: np.ndarray, top: int) -> list[int]:
     """``out[k] = #{g : depth[g] >= k}`` for k = 0..top (depth non-increasing: the groups are a prefix)."""
     c = np.bincount(np.minimum(depth, top), minlength=top + 1)
     return np.cumsum(c[::-1])[::-1].tolist()
+
+
+_ROWS = 1 << 16  # rows per block of whole groups in _deviations
+
+
+def _deviations(
+    v: np.ndarray, off: np.ndarray, xm: np.ndarray, sc: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``d = (v - xm[g]) / sc[g]`` row by row, and ``(sum d, sum d**2)`` over the rows ``[lo[g], hi[g])``.
+
+    In blocks of whole groups of about _ROWS rows, so the repeated per-group constants and the squares
+    stay in cache; a group's sums do not depend on the block it falls in (one reduceat segment each).
+    """
+    G = xm.size
+    n = np.diff(off)
+    inv = 1.0 / sc  # exact (powers of two): x * inv == x / sc bit for bit
+    d = np.empty_like(v)
+    s1, s2 = np.zeros(G), np.zeros(G)
+    cuts = np.searchsorted(off, np.arange(0, v.size, _ROWS), side="right") - 1
+    cuts = np.unique(np.concatenate([[0], cuts, [G]])).tolist()
+    for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True):
+        r0, r1 = int(off[g0]), int(off[g1])
+        if r1 == r0:
+            continue
+        x = d[r0:r1]
+        if g1 - g0 == 1:
+            np.subtract(v[r0:r1], xm[g0], out=x)
+            x *= inv[g0]
+        else:
+            np.subtract(v[r0:r1], np.repeat(xm[g0:g1], n[g0:g1]), out=x)
+            x *= np.repeat(inv[g0:g1], n[g0:g1])
+        s1[g0:g1], s2[g0:g1] = _core_sums(x, lo[g0:g1] - r0, hi[g0:g1] - r0)
+    return d, s1, s2
 
 
 def _core_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

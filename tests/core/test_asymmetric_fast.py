@@ -202,6 +202,15 @@ def test_var_bounds_matches_reference(C, seed):
     _check(_panel(1000 * C + seed, C).sorted(), C)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 37, 500])
+@pytest.mark.parametrize("seed", range(4))
+def test_var_bounds_row_blocks(rows, seed, monkeypatch):
+    """Many row blocks in the deviations pass (blocks of whole groups, big groups alone)."""
+    monkeypatch.setattr(A, "_ROWS", rows)
+    for C in (3, 100):
+        _check(_panel(99 * seed + C, C).sorted(), C)
+
+
 @pytest.mark.parametrize("C", [1, 3, 10, 100])
 def test_var_bounds_edge_batches(C):
     rng = np.random.default_rng(C)
@@ -225,8 +234,11 @@ def test_var_bounds_edge_batches(C):
         _check(Batch.from_lists(lists).sorted(), C)
 
 
-def test_var_bounds_group_independent():
+@pytest.mark.parametrize("rows", [None, 64, 5000])
+def test_var_bounds_group_independent(rows, monkeypatch):
     """A group's bounds do not depend on the other groups of the batch (bit for bit)."""
+    if rows is not None:
+        monkeypatch.setattr(A, "_ROWS", rows)
     rng = np.random.default_rng(7)
     groups = [_group(rng, z) for z in [0, 1, 5, 40, 203, 1500, 3, 2, 20000]]
     C = 100
