@@ -275,10 +275,10 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     # A1[cw - a] = s1c + sum(lo[a:]), H1[b] = sum(hi[b:]) (and A2, H2 for the squares): the edge sums
     # accumulate inward from the outermost kept row
     A1, A2, H1, H2 = (np.zeros((cw + 1, G)) for _ in range(4))
-    np.cumsum(lo[::-1], axis=0, out=A1[1:])
-    np.cumsum((lo * lo)[::-1], axis=0, out=A2[1:])
-    H1[:cw] = np.cumsum(hi[::-1], axis=0)[::-1]
-    H2[:cw] = np.cumsum((hi * hi)[::-1], axis=0)[::-1]
+    _cumsum0(lo[::-1], out=A1[1:])
+    _cumsum0((lo * lo)[::-1], out=A2[1:])
+    H1[:cw] = _cumsum0(hi[::-1])[::-1]
+    H2[:cw] = _cumsum0((hi * hi)[::-1])[::-1]
     A1 += perm(s1c)[None, :]
     A2 += perm(s2c)[None, :]
     # W_k = min_i SSD(window dropping k - i bottom and i top rows)
@@ -304,7 +304,6 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
     # L^l = min_{k <= l} W_k / (n + l - 2k), for l <= kf; W_k is +inf past kf, so only k <= kf contributes
     lc = min(cwf, C)
-    L = np.zeros((G, C))
     if lc:
         WT = np.ascontiguousarray(perm(W).T)
         LT = np.empty((lc, G))
@@ -326,11 +325,34 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
                 dst = lt[l0 - 1 :, :m]
                 np.minimum(dst, q, out=dst)
             LT[:, c0:c1] = lt
-        L[:, :lc] = np.where(np.arange(1, lc + 1)[None, :] <= kf[:, None], unperm(LT.T), 0.0)
-    L = np.minimum.accumulate(np.minimum(L, f[:, None]), axis=1)
+    # Lbar: L^l for l <= kf, 0 past it (and past lc), capped by f and made non-increasing in l
+    two_log_sc = 2.0 * np.log(sc)
+    log_L = np.full((G, C), -np.inf)
+    if lc:
+        LT = np.where(np.arange(1, lc + 1)[:, None] <= kfp[None, :], LT, 0.0)
+        np.minimum(LT, perm(f)[None, :], out=LT)
+        for l in range(1, lc):
+            np.minimum(LT[l - 1], LT[l], out=LT[l])
+        with np.errstate(divide="ignore"):
+            LT = np.log(LT)
+        LT += perm(two_log_sc)[None, :]
+        log_L[:, :lc] = unperm(LT.T)
     with np.errstate(divide="ignore"):
-        two_log_sc = 2.0 * np.log(sc)
-        return np.log(f) + two_log_sc, np.log(L) + two_log_sc[:, None]
+        return np.log(f) + two_log_sc, log_L
+
+
+def _cumsum0(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.cumsum(a, axis=0)`` (the same sequential sums), row by row when the rows are wide (numpy's
+    accumulate down axis 0 walks column by column)."""
+    if a.shape[1] < 256:
+        return np.cumsum(a, axis=0, out=out)
+    if out is None:
+        out = np.empty(a.shape)
+    if a.shape[0]:
+        out[0] = a[0]
+        for i in range(1, a.shape[0]):
+            np.add(out[i - 1], a[i], out=out[i])
+    return out
 
 
 def _prefix_counts(depth: np.ndarray, top: int) -> list[int]:
@@ -402,28 +424,29 @@ def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray,
         return
     ns = n[sel]
     width = int(ns.max())
-    jj = np.arange(width)
-    inside = jj[None, :] < ns[:, None]
-    X = np.where(inside, d[np.clip(off[sel, None] + jj[None, :], 0, d.size - 1)], 0.0)
+    # [row, group] layout (groups contiguous): the cumsums run down columns, each group's sums in the
+    # same order as along its row
+    jj = np.arange(width)[:, None]
+    inside = jj < ns[None, :]
+    X = np.where(inside, d[np.clip(off[sel][None, :] + jj, 0, d.size - 1)], 0.0)
     k_lo, k_hi = int(kg[sel].min()) + 1, int(kf[sel].max())
-    ks = np.arange(k_lo, k_hi + 1)
-    w = ns[:, None] - ks[None, :]  # window sizes n - k
-    valid = (ks[None, :] > kg[sel, None]) & (ks[None, :] <= kf[sel, None]) & (w >= 1)
-    rows = np.arange(sel.size)[:, None]
-    best = np.full((sel.size, ks.size), np.inf)
-    nf = ns.astype(np.float64)[:, None]
+    ks = np.arange(k_lo, k_hi + 1)[:, None]
+    w = ns[None, :] - ks  # window sizes n - k, [k, group]
+    valid = (ks > kg[sel][None, :]) & (ks <= kf[sel][None, :]) & (w >= 1)
+    best = np.full(w.shape, np.inf)
+    nf = ns.astype(np.float64)[None, :]
     for a in range(k_hi + 1):
-        y = X[:, a:] - X[:, a : a + 1]
-        c1 = np.cumsum(y, axis=1)
-        c2 = np.cumsum(y * y, axis=1)
-        col = np.clip(w - 1, 0, c1.shape[1] - 1)
-        ok = valid & (ks[None, :] >= a) & (a + w <= nf)
-        s1, s2 = c1[rows, col], c2[rows, col]
+        y = X[a:] - X[a]
+        c1 = _cumsum0(y)
+        c2 = _cumsum0(y * y)
+        col = np.clip(w - 1, 0, c1.shape[0] - 1)
+        ok = valid & (ks >= a) & (a + w <= nf)
+        s1, s2 = np.take_along_axis(c1, col, axis=0), np.take_along_axis(c2, col, axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             ssd = np.maximum(s2 - s1 * s1 / np.maximum(w, 1), 0.0)
         best = np.where(ok, np.minimum(best, ssd), best)
     sub = W[sel]
-    sub[:, k_lo : k_hi + 1] = np.where(valid, best, sub[:, k_lo : k_hi + 1])
+    sub[:, k_lo : k_hi + 1] = np.where(valid.T, best.T, sub[:, k_lo : k_hi + 1])
     W[sel] = sub
 
 
