@@ -422,6 +422,7 @@ def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray,
     sel = np.flatnonzero(kf > kg)
     if sel.size == 0:
         return
+    sel = sel[np.argsort(-n[sel], kind="stable")]  # by decreasing size: the groups with kf >= a are a prefix
     ns = n[sel]
     width = int(ns.max())
     # [row, group] layout (groups contiguous): the cumsums run down columns, each group's sums in the
@@ -435,16 +436,20 @@ def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray,
     valid = (ks > kg[sel][None, :]) & (ks <= kf[sel][None, :]) & (w >= 1)
     best = np.full(w.shape, np.inf)
     nf = ns.astype(np.float64)[None, :]
+    deep = _prefix_counts(kf[sel], k_hi)
     for a in range(k_hi + 1):
-        y = X[a:] - X[a]
+        m, i0 = deep[a], max(a - k_lo, 0)  # only k >= a, and groups with kf >= a, can take a window at a
+        y = X[a:, :m] - X[a, :m]
         c1 = _cumsum0(y)
         c2 = _cumsum0(y * y)
-        col = np.clip(w - 1, 0, c1.shape[0] - 1)
-        ok = valid & (ks >= a) & (a + w <= nf)
+        wa = w[i0:, :m]
+        col = np.clip(wa - 1, 0, c1.shape[0] - 1)
+        ok = valid[i0:, :m] & (ks[i0:] >= a) & (a + wa <= nf[:, :m])
         s1, s2 = np.take_along_axis(c1, col, axis=0), np.take_along_axis(c2, col, axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ssd = np.maximum(s2 - s1 * s1 / np.maximum(w, 1), 0.0)
-        best = np.where(ok, np.minimum(best, ssd), best)
+            ssd = np.maximum(s2 - s1 * s1 / np.maximum(wa, 1), 0.0)
+        b = best[i0:, :m]
+        best[i0:, :m] = np.where(ok, np.minimum(b, ssd), b)
     sub = W[sel]
     sub[:, k_lo : k_hi + 1] = np.where(valid.T, best.T, sub[:, k_lo : k_hi + 1])
     W[sel] = sub
