@@ -178,10 +178,11 @@ def discrete_laplace(t: np.ndarray | float, rng: Rng, n: int | None = None) -> n
         shape = (int(n),)
     if np.any(~np.isfinite(t_arr)) or np.any(t_arr < 0):
         raise ValueError("noise scale must be finite and non-negative")
-    t_flat = np.broadcast_to(t_arr.reshape(-1) if t_arr.ndim else t_arr, (int(n),))
-    g1 = geometric(t_flat, int(n), rng)
-    g2 = geometric(t_flat, int(n), rng)
-    return (g1 - g2).reshape(shape)
+    n = int(n)
+    t_flat = np.broadcast_to(t_arr.reshape(-1) if t_arr.ndim else t_arr, (n,))
+    # both geometric variates in one draw (the first n words feed g1, the next n g2, as two calls would)
+    g = geometric(np.concatenate([t_flat, t_flat]) if t_arr.ndim else t_arr, 2 * n, rng)
+    return (g[:n] - g[n:]).reshape(shape)
 
 
 def discrete_gaussian(sigma: np.ndarray | float, rng: Rng, n: int | None = None) -> np.ndarray:
