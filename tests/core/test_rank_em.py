@@ -107,11 +107,12 @@ def test_rank_em_mixed_groups_and_edge_targets() -> None:
         _check(out[:, k], _law(codes, K, t, w, eps))
 
 
+@pytest.mark.parametrize("w", [0, 1, 2, 3])
 @pytest.mark.parametrize("seed", range(6))
-def test_pieces_give_the_counts_everywhere(seed: int) -> None:
-    """Every integer of each window gets the counts #{c <= y + w} and #{c < y - w} of brute force."""
+def test_pieces_give_the_counts_everywhere(seed: int, w: int) -> None:
+    """Every integer of each window gets the counts #{c <= y + w} and #{c < y - w} of brute force (w = 0
+    takes the direct construction, w > 0 the merge of entry and exit events)."""
     g = np.random.default_rng(seed)
-    w = int(g.integers(0, 4))
     G = 5
     data = [np.sort(g.integers(0, 50, int(g.integers(0, 30)))) for _ in range(G)]
     A = g.integers(0, 25, G)
