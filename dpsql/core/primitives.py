@@ -437,7 +437,8 @@ def rank_em(
     a candidate with log-weight ``log(length) - eps l / 2``.  Each tail is one candidate whose weight is
     its envelope ``|tail| exp(-eps L / 2)``.  Gumbel-max picks a candidate; a piece is final (uniform
     integer inside it); a tail proposes a uniform y in it, accepted with probability
-    ``exp(-eps (l(y) - L) / 2) <= 1`` (l(y) from the full data); on rejection the group draws again.
+    ``exp(-eps (l(y) - L) / 2) <= 1`` (l(y) from the full data; tested as ``E >= eps (l - L) / 2`` with a
+    tail-exact ``E ~ Exp(1)``, so no probability is rounded to 0); on rejection the group draws again.
     Rejection sampling with these envelopes returns exactly ``P(y) ~ exp(-eps l(y) / 2)``.  The window
     holds a y with l = 0 when 1 <= t <= n, and the envelopes weigh at most ``(K + 1) exp(-eps W / 2)
     <= 2**-TAIL_BITS``, so a retry happens with probability below 2**-12.  Work: O(W + ties near the
@@ -512,7 +513,9 @@ def rank_em(
             g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left") - start[tg]
             lt = np.maximum(0.0, np.maximum(t[tg] - f_le, g_lt - t[tg]))
             env = np.where(is_lo[tail], L_lo[tg], L_hi[tg])
-            ok[tail] = rng.uniform(tail.size) <= np.exp(-half * (lt - env))
+            # accept with probability exp(-eps (l - L) / 2): E ~ Exp(1) (tail-exact) exceeds eps (l - L) / 2;
+            # a log-space test keeps tiny acceptance probabilities exact instead of rounding them to 0
+            ok[tail] = rng.exponential(tail.size) >= half * (lt - env)
         out[todo[ok]] = y[ok]
         todo = todo[~ok]
     return out
