@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from .core import ParameterError, Params, get_method
 from .core.batch import clean
+from .core.clipped import finish as clipped_finish
 from .core.registry import budget_of, validate
 from .noise import Rng, discrete_laplace, system_rng
 from .sqlfiles import statements
@@ -124,6 +125,32 @@ def _make_agg(rng_factory):  # noqa: ANN001, ANN202
     return _dpsql_agg
 
 
+def _make_fin(rng_factory):  # noqa: ANN001, ANN202
+    def _dpsql_fin(agg, n, k1, k2, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
+        """The native route of ``method := 'clipped'`` (sql/macros.sql): DuckDB computed each group's row
+        count and integer fixed-point sums (dpsql.core.clipped.clipped_stats); this adds the noise with the
+        same code as the list route, after the same parameter checks."""
+        name = _constant(agg, "aggregate", "dp_*")
+        fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
+        core_agg = "var" if name == "stddev" else name
+        raw = dict(zip(_PARAM_NAMES, (None, epsilon, rho, delta, lower, upper, method, beta), strict=True))
+        cols = {k: (v if k == "p" else _constant(v, k, fn)) for k, v in raw.items()}
+        mname, params = _params(core_agg, cols, fn)
+        m = get_method(core_agg, mname)
+        validate(core_agg, m, params)
+        if m.name != "clipped":  # the macro routes here only for method := 'clipped'
+            raise ParameterError(f"{fn}: internal routing error")
+        ints = [None if a is None else pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+                for a in (n, k1, k2)]
+        out = clipped_finish(core_agg, ints[0], ints[1], ints[2], budget_of(m, params), params, rng_factory())
+        out = np.asarray(out, dtype=np.float64)
+        if name == "stddev":
+            out = np.sqrt(np.maximum(out, 0.0))
+        return pa.array(out, type=pa.float64(), mask=np.isnan(out))
+
+    return _dpsql_fin
+
+
 def _make_count(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_count(n, epsilon, method):  # noqa: ANN001, ANN202
         fn = "dp_count"
@@ -152,7 +179,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     factory = (lambda: rng) if rng is not None else system_rng
     D = duckdb.sqltype("DOUBLE")
     V = duckdb.sqltype("VARCHAR")
-    for fname in ("_dpsql_agg", "_dpsql_count"):
+    for fname in ("_dpsql_agg", "_dpsql_count", "_dpsql_fin"):
         try:
             con.remove_function(fname)
         except Exception:  # noqa: BLE001 - not registered yet
@@ -165,6 +192,16 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
         type="arrow",
         null_handling="special",
         side_effects=False,  # see module docstring: HAVING on aliases needs it; args are never constant
+    )
+    I = duckdb.sqltype("BIGINT")
+    con.create_function(
+        "_dpsql_fin",
+        _make_fin(factory),
+        [V, I, I, I, D, D, D, D, D, V, D],
+        D,
+        type="arrow",
+        null_handling="special",
+        side_effects=False,  # as _dpsql_agg: its arguments are aggregates, never constants
     )
     con.create_function(
         "_dpsql_count",

@@ -15,13 +15,15 @@ Neighbours add or remove one row; n is never public, so every division uses a no
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import Batch
-from .primitives import noisy_count, pow2_floor, release_sum
-from .registry import Method, Params, register
+from .primitives import fixed_point_sum, noisy_count_of, pow2_floor, release_fixed_sum
+from .registry import Method, ParameterError, Params, register
 from .universal import B_MIN, private_quantile_in
 
 __all__ = ["run_sum", "run_mean", "run_var", "run_quantile", "run_iqr", "SPLIT_MEAN", "SPLIT_VAR", "GRID_BITS"]
@@ -41,6 +43,61 @@ def _clamped(batch: Batch, lo: float, hi: float) -> Batch:
     return Batch(np.clip(batch.values, lo, hi), batch.offsets)
 
 
+def _centre(lo: float, hi: float) -> tuple[float, float]:
+    """Centre and half-width of ``[lo, hi]`` (the same float64 operations as the native SQL path)."""
+    return lo / 2.0 + hi / 2.0, hi / 2.0 - lo / 2.0
+
+
+def sensitivities(agg: str, params: Params) -> tuple[float, float | None]:
+    """Per-row bounds of the fixed-point terms of :func:`clipped_stats` (``s1``, ``s2``) for ``agg``."""
+    lo, hi = _bounds(params)
+    c, h = _centre(lo, hi)
+    out = (max(abs(lo), abs(hi)), None) if agg == "sum" else (h, None) if agg == "mean" else (h, h * h)
+    if not all(math.isfinite(v) for v in out if v is not None):  # a parameter error, never data-dependent
+        raise ParameterError(f"dp_{agg}: lower and upper are too far apart for method 'clipped'")
+    return out
+
+
+def clipped_stats(agg: str, batch: Batch, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The data part of the clipped sum, mean and variance: per group the row count ``n`` and exact integer
+    fixed-point sums (:func:`~dpsql.core.primitives.fixed_point_sum`) of ``clip(x)`` (sum), ``y = clip(x) -
+    c`` (mean, var) and ``y**2`` (var).  The native SQL path (``sql/macros.sql``) computes the same numbers
+    in DuckDB with the same float64 operations, and :func:`finish` adds the noise."""
+    lo, hi = _bounds(params)
+    b = _clamped(batch, lo, hi)
+    s1, s2 = sensitivities(agg, params)
+    if agg == "sum":
+        return b.sizes, fixed_point_sum(b.values, b.offsets, s1), None
+    c, _ = _centre(lo, hi)
+    y = b.values - c
+    k1 = fixed_point_sum(y, b.offsets, s1)
+    return b.sizes, k1, (fixed_point_sum(y * y, b.offsets, s2) if agg == "var" else None)
+
+
+def finish(agg: str, n: np.ndarray, k1: np.ndarray, k2: np.ndarray | None, budget: Privacy, params: Params,
+           rng: Rng) -> np.ndarray:
+    """Noise and post-processing of the clipped sum, mean and variance from :func:`clipped_stats` (the
+    privacy argument is in :func:`run_sum`, :func:`run_mean`, :func:`run_var`)."""
+    lo, hi = _bounds(params)
+    eps = budget.epsilon
+    s1, s2 = sensitivities(agg, params)
+    G = np.asarray(n).size
+    if agg == "sum":
+        return release_fixed_sum(k1, np.full(G, s1), eps, rng)
+    c, h = _centre(lo, hi)
+    if agg == "mean":
+        s = release_fixed_sum(k1, np.full(G, s1), SPLIT_MEAN["sum"] * eps, rng)
+        nn = noisy_count_of(n, SPLIT_MEAN["count"] * eps, rng)
+        mean = np.clip(c + s / np.maximum(nn, 1.0), lo, hi)
+        return np.where(nn >= 1.0, mean, np.nan)
+    S = release_fixed_sum(k1, np.full(G, s1), SPLIT_VAR["sum"] * eps, rng)
+    Q = release_fixed_sum(k2, np.full(G, s2), SPLIT_VAR["sumsq"] * eps, rng)
+    nn = noisy_count_of(n, SPLIT_VAR["count"] * eps, rng)
+    m = np.maximum(nn, 1.0)
+    var = np.clip(Q / m - (S / m) ** 2, 0.0, h * h)
+    return np.where(nn >= 2.0, var, np.nan)
+
+
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """Clipped sum: ``sum(clip(x, lower, upper)) + DLap``.  Cost eps (pure).
 
@@ -48,10 +105,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     ``max(|lower|, |upper|)`` in absolute value (centring does not help a sum under add/remove, since the
     centre would be multiplied by the private n).  Fixed-point release, so the output set is a grid.
     """
-    lo, hi = _bounds(params)
-    b = _clamped(batch, lo, hi)
-    sens = np.full(b.groups, max(abs(lo), abs(hi)))
-    return release_sum(b.values, b.offsets, sens, budget.epsilon, rng)
+    return finish("sum", *clipped_stats("sum", batch, params), budget, params, rng)
 
 
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -62,15 +116,7 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     ``c + S / max(n~, 1)`` clamped to ``[lower, upper]`` is post-processing; NULL when the noisy count
     is below 1 (a private decision).
     """
-    lo, hi = _bounds(params)
-    eps = budget.epsilon
-    b = _clamped(batch, lo, hi)
-    c = lo / 2.0 + hi / 2.0
-    h = hi / 2.0 - lo / 2.0
-    s = release_sum(b.values - c, b.offsets, np.full(b.groups, h), SPLIT_MEAN["sum"] * eps, rng)
-    n = noisy_count(b, SPLIT_MEAN["count"] * eps, rng)
-    mean = np.clip(c + s / np.maximum(n, 1.0), lo, hi)
-    return np.where(n >= 1.0, mean, np.nan)
+    return finish("mean", *clipped_stats("mean", batch, params), budget, params, rng)
 
 
 def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -80,18 +126,7 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     sensitivity h**2, the count 1 (add/remove).  ``var = Q/n - (S/n)**2`` (population variance of the
     clamped data), clamped to ``[0, h**2]``; NULL when the noisy count is below 2 (a private decision).
     """
-    lo, hi = _bounds(params)
-    eps = budget.epsilon
-    b = _clamped(batch, lo, hi)
-    c = lo / 2.0 + hi / 2.0
-    h = hi / 2.0 - lo / 2.0
-    y = b.values - c
-    S = release_sum(y, b.offsets, np.full(b.groups, h), SPLIT_VAR["sum"] * eps, rng)
-    Q = release_sum(y * y, b.offsets, np.full(b.groups, h * h), SPLIT_VAR["sumsq"] * eps, rng)
-    n = noisy_count(b, SPLIT_VAR["count"] * eps, rng)
-    nn = np.maximum(n, 1.0)
-    var = np.clip(Q / nn - (S / nn) ** 2, 0.0, h * h)
-    return np.where(n >= 2.0, var, np.nan)
+    return finish("var", *clipped_stats("var", batch, params), budget, params, rng)
 
 
 def _grid(lo: float, hi: float) -> float:

@@ -21,6 +21,9 @@ __all__ = [
     "svt_scan",
     "noisy_count",
     "release_sum",
+    "fixed_point_sum",
+    "release_fixed_sum",
+    "noisy_count_of",
     "snap",
     "quantile_em",
     "rank_em",
@@ -112,7 +115,13 @@ def svt_scan(
 
 def noisy_count(batch: Batch, epsilon: float, rng: Rng) -> np.ndarray:
     """n + DLap(1/eps) per group (float64).  Count has sensitivity 1 under add/remove: eps-DP."""
-    return (batch.sizes + discrete_laplace(1.0 / epsilon, rng, batch.groups)).astype(np.float64)
+    return noisy_count_of(batch.sizes, epsilon, rng)
+
+
+def noisy_count_of(n: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
+    """:func:`noisy_count` from the group sizes ``n`` (int64)."""
+    n = np.asarray(n, dtype=np.int64)
+    return (n + discrete_laplace(1.0 / epsilon, rng, n.size)).astype(np.float64)
 
 
 def release_sum(
@@ -129,12 +138,24 @@ def release_sum(
     ``gamma = 2**(floor(log2 sensitivity) - 20)``; each value is rounded to an integer number of grid
     steps (``|k| <= sensitivity / gamma + 1/2``), the integer sum is exact (int64, order-independent),
     and discrete Laplace noise of scale ``(sensitivity/gamma + 1/2) / eps`` is added.  eps-DP, and the
-    output set is the grid whatever the data.
+    output set is the grid whatever the data.  = :func:`fixed_point_sum` then :func:`release_fixed_sum`
+    (the native SQL path computes the first step in DuckDB, see ``sql/macros.sql``).
     """
     G = offsets.size - 1
+    sums = fixed_point_sum(values, offsets, sensitivity)
+    return release_fixed_sum(sums, np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), (G,)), epsilon, rng)
+
+
+def fixed_point_grid(sensitivity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sensitivity floored at 2**-1000, its grid ``pow2_floor(sensitivity) * 2**-20``)."""
     sens = np.maximum(np.asarray(sensitivity, dtype=np.float64), 2.0**-1000)
-    sens = np.broadcast_to(sens, (G,))
-    gamma = pow2_floor(sens) * 2.0**-20
+    return sens, pow2_floor(sens) * 2.0**-20
+
+
+def fixed_point_sum(values: np.ndarray, offsets: np.ndarray, sensitivity: np.ndarray) -> np.ndarray:
+    """Per-group exact int64 sums of ``rint(clip(v, -sens, sens) / gamma)`` (the data part of release_sum)."""
+    G = offsets.size - 1
+    sens, gamma = fixed_point_grid(np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), (G,)))
     if G == 1:  # scalars instead of per-row gathers (same arithmetic)
         s_row, g_row = sens[0], gamma[0]
     else:
@@ -142,10 +163,16 @@ def release_sum(
         s_row, g_row = sens[gid], gamma[gid]
     v = np.clip(values, -s_row, s_row)
     k = np.rint(v / g_row).astype(np.int64)
-    sums = _segment_sum_int(k, offsets)
+    return _segment_sum_int(k, offsets)
+
+
+def release_fixed_sum(sums: np.ndarray, sensitivity: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
+    """``(sums + DLap((sens/gamma + 1/2) / eps)) * gamma``: the noise step of :func:`release_sum` given the
+    exact integer sums (eps-DP when each row moves its group's sum by at most ``sens / gamma + 1/2``)."""
+    sens, gamma = fixed_point_grid(sensitivity)
     steps = np.ceil(sens / gamma + 0.5)
     noise = discrete_laplace(steps / epsilon, rng)
-    return (sums + noise).astype(np.float64) * gamma
+    return (np.asarray(sums, dtype=np.int64) + noise).astype(np.float64) * gamma
 
 
 def _segment_sum_int(k: np.ndarray, offsets: np.ndarray) -> np.ndarray:
