@@ -16,9 +16,11 @@ CREATE OR REPLACE TEMP MACRO dp_count_star(epsilon := NULL, method := NULL) AS
 -- sum and count skip it); values are clamped to [lower, upper] (the list route first clamps to
 -- +-2**1000, which changes nothing here: the route needs |lower|, |upper| <= 2**1000).  Terms are
 -- rint(clip(v, -S, S) / gamma) with gamma = pow2_floor(max(S, 2**-1000)) * 2**-20 (numpy's rint and
--- frexp in the core).  Everything but x is a literal, so DuckDB folds the constants and the CASE and
--- drops the unused branch with its aggregate.  tests/test_native.py checks that both routes compute the
--- same statistics and release the same numbers from the same seeded generator.
+-- frexp in the core; 9.332636185032189e-302 = 2**-1000, 9.5367431640625e-07 = 2**-20 and
+-- 1.0715086071862673e+301 = 2**1000 exactly: literals bind much faster than pow()).  Everything but x
+-- is a literal, so DuckDB folds the constants and the CASE and drops the unused branch with its aggregate.
+-- tests/test_native.py checks that both routes compute the same statistics and release the same numbers
+-- from the same seeded generator.
 CREATE OR REPLACE TEMP MACRO _dpsql_xn(x) AS nullif(CAST(x AS DOUBLE), 'NaN'::DOUBLE);
 
 CREATE OR REPLACE TEMP MACRO _dpsql_clamp(v, lo, hi) AS CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END;
@@ -31,11 +33,11 @@ CREATE OR REPLACE TEMP MACRO _dpsql_p2(p, s) AS p * CASE WHEN p > s THEN 0.5 WHE
 CREATE OR REPLACE TEMP MACRO _dpsql_pow2floor(s) AS _dpsql_p2(pow(2.0, floor(log2(s))), s);
 
 -- the fixed-point grid of a per-row bound s: pow2_floor(max(s, 2**-1000)) * 2**-20
-CREATE OR REPLACE TEMP MACRO _dpsql_gamma(s) AS _dpsql_pow2floor(greatest(s, pow(2.0, -1000))) * pow(2.0, -20);
+CREATE OR REPLACE TEMP MACRO _dpsql_gamma(s) AS _dpsql_pow2floor(greatest(s, 9.332636185032189e-302)) * 9.5367431640625e-07;
 
 -- CAST(DOUBLE AS BIGINT) rounds half to even, as numpy's rint (checked in tests/test_native.py)
 CREATE OR REPLACE TEMP MACRO _dpsql_ksum(v, s) AS
-    CAST(coalesce(sum(CAST(_dpsql_clamp(v, -greatest(s, pow(2.0, -1000)), greatest(s, pow(2.0, -1000)))
+    CAST(coalesce(sum(CAST(_dpsql_clamp(v, -greatest(s, 9.332636185032189e-302), greatest(s, 9.332636185032189e-302))
                            / _dpsql_gamma(s) AS BIGINT)), 0) AS BIGINT);
 
 CREATE OR REPLACE TEMP MACRO _dpsql_c(lo, hi) AS CAST(lo AS DOUBLE) / 2.0 + CAST(hi AS DOUBLE) / 2.0;
@@ -47,7 +49,7 @@ CREATE OR REPLACE TEMP MACRO _dpsql_h(lo, hi) AS CAST(hi AS DOUBLE) / 2.0 - CAST
 CREATE OR REPLACE TEMP MACRO _dpsql_native(method, lower, upper) AS
     method = 'clipped' AND lower IS NOT NULL AND upper IS NOT NULL
     AND isfinite(_dpsql_h(lower, upper) * _dpsql_h(lower, upper))
-    AND greatest(abs(CAST(lower AS DOUBLE)), abs(CAST(upper AS DOUBLE))) <= pow(2.0, 1000);
+    AND greatest(abs(CAST(lower AS DOUBLE)), abs(CAST(upper AS DOUBLE))) <= 1.0715086071862673e+301;
 
 CREATE OR REPLACE TEMP MACRO dp_sum(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                     rho := NULL, delta := NULL, beta := NULL) AS
