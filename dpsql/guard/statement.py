@@ -25,9 +25,18 @@ def _duckdb_types(sql: str) -> list[str]:
     """The statement types DuckDB's parser sees (it only parses; nothing is executed or read)."""
     con = duckdb.connect(":memory:")
     try:
-        return [str(s.type).rsplit(".", 1)[-1].upper() for s in con.extract_statements(sql)]
+        return [_type_name(s) for s in con.extract_statements(sql)]
     finally:
         con.close()
+
+
+def _type_name(statement: object) -> str:
+    """The statement's type name; a type DuckDB's Python enum does not know (e.g. ``CONNECT``, whose
+    ``.type`` raises ValueError) is ``UNKNOWN``, which check_statement refuses like any non-SELECT."""
+    try:
+        return str(statement.type).rsplit(".", 1)[-1].upper()
+    except ValueError:
+        return "UNKNOWN"
 
 
 def check_statement(ctx: Context) -> None:

@@ -94,6 +94,7 @@ def test_token_soup_never_crashes(tokens) -> None:  # noqa: ANN001
 
 
 @given(st.text(max_size=60))
+@example("CONNECT")
 def test_arbitrary_text_never_crashes(text: str) -> None:
     try:
         plan(text, hospital_catalog())
