@@ -106,21 +106,33 @@ def _params(agg: str, cols: dict[str, object], fn: str) -> tuple[str | None, Par
     return method, params
 
 
+def _checked_call(agg, raw: dict):  # noqa: ANN001, ANN202
+    """Shared head of the UDFs: aggregate name, SQL function name, validated method and parameters (every
+    parameter must be a constant; errors name the argument and never carry data)."""
+    name = _constant(agg, "aggregate", "dp_*")
+    fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
+    core_agg = "var" if name == "stddev" else name
+    cols = {k: (None if v is None else _constant(v, k, fn)) for k, v in raw.items()}
+    mname, params = _params(core_agg, cols, fn)
+    m = get_method(core_agg, mname)
+    validate(core_agg, m, params)
+    return name, fn, core_agg, m, params
+
+
+def _release(name: str, out: np.ndarray) -> pa.Array:
+    """float64 results as Arrow (NaN = NULL: a private decision of the mechanism); stddev = sqrt(var)."""
+    out = np.asarray(out, dtype=np.float64)
+    if name == "stddev":
+        out = np.sqrt(np.maximum(out, 0.0))
+    return pa.array(out, type=pa.float64(), mask=np.isnan(out))
+
+
 def _make_agg(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_agg(agg, lst, p, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
-        name = _constant(agg, "aggregate", "dp_*")
-        fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
-        core_agg = "var" if name == "stddev" else name
         raw = dict(zip(_PARAM_NAMES, (p, epsilon, rho, delta, lower, upper, method, beta), strict=True))
-        cols = {k: _constant(v, k, fn) for k, v in raw.items()}
-        mname, params = _params(core_agg, cols, fn)
-        m = get_method(core_agg, mname)
-        validate(core_agg, m, params)
+        name, _, _, m, params = _checked_call(agg, raw)
         batch = _batch_from_lists(lst)
-        out = np.asarray(m.run(batch, budget_of(m, params), params, rng_factory()), dtype=np.float64)
-        if name == "stddev":
-            out = np.sqrt(np.maximum(out, 0.0))
-        return pa.array(out, type=pa.float64(), mask=np.isnan(out))
+        return _release(name, m.run(batch, budget_of(m, params), params, rng_factory()))
 
     return _dpsql_agg
 
@@ -130,23 +142,12 @@ def _make_fin(rng_factory):  # noqa: ANN001, ANN202
         """The native route of ``method := 'clipped'`` (sql/macros.sql): DuckDB computed each group's row
         count and integer fixed-point sums (dpsql.core.clipped.clipped_stats); this adds the noise with the
         same code as the list route, after the same parameter checks."""
-        name = _constant(agg, "aggregate", "dp_*")
-        fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
-        core_agg = "var" if name == "stddev" else name
         raw = dict(zip(_PARAM_NAMES, (None, epsilon, rho, delta, lower, upper, method, beta), strict=True))
-        cols = {k: (v if k == "p" else _constant(v, k, fn)) for k, v in raw.items()}
-        mname, params = _params(core_agg, cols, fn)
-        m = get_method(core_agg, mname)
-        validate(core_agg, m, params)
+        name, fn, core_agg, m, params = _checked_call(agg, raw)
         if m.name != "clipped":  # the macro routes here only for method := 'clipped'
             raise ParameterError(f"{fn}: internal routing error")
-        ints = [None if a is None else pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-                for a in (n, k1, k2)]
-        out = clipped_finish(core_agg, ints[0], ints[1], ints[2], budget_of(m, params), params, rng_factory())
-        out = np.asarray(out, dtype=np.float64)
-        if name == "stddev":
-            out = np.sqrt(np.maximum(out, 0.0))
-        return pa.array(out, type=pa.float64(), mask=np.isnan(out))
+        n, k1, k2 = (pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64) for a in (n, k1, k2))
+        return _release(name, clipped_finish(core_agg, n, k1, k2, budget_of(m, params), params, rng_factory()))
 
     return _dpsql_fin
 
