@@ -22,6 +22,7 @@ __all__ = [
     "noisy_count",
     "release_sum",
     "fixed_point_sum",
+    "per_row",
     "release_fixed_sum",
     "noisy_count_of",
     "snap",
@@ -152,15 +153,18 @@ def fixed_point_grid(sensitivity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sens, pow2_floor(sens) * 2.0**-20
 
 
+def per_row(per_group: np.ndarray, offsets: np.ndarray) -> np.ndarray | np.float64:
+    """A per-group array spread over the rows of ``offsets``; a scalar when there is one group (no gather,
+    same arithmetic when broadcast)."""
+    G = offsets.size - 1
+    return per_group[0] if G == 1 else per_group[np.repeat(np.arange(G), np.diff(offsets))]
+
+
 def fixed_point_sum(values: np.ndarray, offsets: np.ndarray, sensitivity: np.ndarray) -> np.ndarray:
     """Per-group exact int64 sums of ``rint(clip(v, -sens, sens) / gamma)`` (the data part of release_sum)."""
     G = offsets.size - 1
     sens, gamma = fixed_point_grid(np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), (G,)))
-    if G == 1:  # scalars instead of per-row gathers (same arithmetic)
-        s_row, g_row = sens[0], gamma[0]
-    else:
-        gid = np.repeat(np.arange(G), np.diff(offsets))
-        s_row, g_row = sens[gid], gamma[gid]
+    s_row, g_row = per_row(sens, offsets), per_row(gamma, offsets)
     v = np.clip(values, -s_row, s_row)
     k = np.rint(v / g_row).astype(np.int64)
     return _segment_sum_int(k, offsets)

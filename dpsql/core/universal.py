@@ -36,6 +36,7 @@ from .primitives import (
     ceil_log2,
     em_target,
     noisy_count,
+    per_row,
     pow2_floor,
     rank_em,
     release_sum,
@@ -82,8 +83,8 @@ def _intersect(l: np.ndarray, r: np.ndarray, params: Params) -> tuple[np.ndarray
 
 
 def _rows(per_group: np.ndarray, batch: Batch) -> np.ndarray | np.float64:
-    """A per-group array spread over the rows (a scalar when there is one group: no gather)."""
-    return per_group[0] if batch.groups == 1 else per_group[batch.group_ids]
+    """:func:`~dpsql.core.primitives.per_row` over a batch's groups."""
+    return per_row(per_group, batch.offsets)
 
 
 def _sorted_batch(values: np.ndarray, gid: np.ndarray, groups: int) -> Batch:
@@ -103,7 +104,7 @@ def _group_order(gid: np.ndarray, groups: int) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def _shuffle_within_groups(batch: Batch, rng: Rng) -> np.ndarray | None:
+def _shuffle_within_groups(batch: Batch, gid: np.ndarray, rng: Rng) -> np.ndarray | None:
     """Row indices in which every group's slice is a uniformly random order of that group's rows, or
     None when the keys below do not fit (then the caller permutes globally).
 
@@ -111,14 +112,13 @@ def _shuffle_within_groups(batch: Batch, rng: Rng) -> np.ndarray | None:
     bits).  Sorting orders each group by its random bits; whenever two rows of a group draw equal random
     bits the whole draw is repeated.  The keys are i.i.d. and the event "no ties" is symmetric in the rows,
     so conditioned on it each group's order is exactly uniform (and r >= 2 log2(size) + 20 keeps a repeat
-    rarer than about 2**-20 per group)."""
+    rarer than about 2**-20 per group).  ``gid``: ``batch.group_ids``."""
     G, n = batch.groups, batch.values.size
     gb = max(int(G - 1).bit_length(), 1)
     ib = max(int(batch.sizes.max(initial=1) - 1).bit_length(), 1)
     rb = 64 - gb - ib
     if rb < 2 * ib + 20:
         return None
-    gid = batch.group_ids
     local = (np.arange(n, dtype=np.int64) - batch.offsets[gid]).astype(np.uint64)
     head = gid.astype(np.uint64) << np.uint64(64 - gb)
     low = np.uint64((1 << ib) - 1)
@@ -144,7 +144,7 @@ def random_pairs(batch: Batch, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.nda
         k = n // 2
         return perm[0 : 2 * k : 2], perm[1 : 2 * k : 2], np.zeros(k, dtype=np.int64)
     gid = batch.group_ids
-    order = _shuffle_within_groups(batch, rng)
+    order = _shuffle_within_groups(batch, gid, rng)
     if order is None:
         perm = rng.permutation(n)
         order = perm[_group_order(gid[perm], batch.groups)]

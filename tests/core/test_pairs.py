@@ -19,7 +19,7 @@ def _perm_freqs(order: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray
 def test_shuffle_within_groups_is_uniform() -> None:
     reps, size = 24000, 3
     b = Batch(np.zeros(reps * size), np.arange(reps + 1, dtype=np.int64) * size)
-    order = _shuffle_within_groups(b, Rng.seeded(1))
+    order = _shuffle_within_groups(b, b.group_ids, Rng.seeded(1))
     assert order is not None
     f = _perm_freqs(order, b.offsets, size)
     assert np.all(np.abs(f - 1 / 6) <= 5 * np.sqrt(1 / 6 * 5 / 6 / reps))
@@ -40,7 +40,7 @@ class _TiesFirst(Rng):
 def test_shuffle_within_groups_redraws_on_ties() -> None:
     b = Batch(np.zeros(40), np.array([0, 10, 25, 40]))
     rng = _TiesFirst()
-    order = _shuffle_within_groups(b, rng)
+    order = _shuffle_within_groups(b, b.group_ids, rng)
     assert rng.calls == 2
     for g in range(3):
         sl = order[b.offsets[g]:b.offsets[g + 1]]
