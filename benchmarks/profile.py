@@ -44,7 +44,8 @@ CASES = [("dp_median", "quantile", "dp_median(x, epsilon := 1.0)", "quantile_con
          ("dp_mean", "mean", "dp_mean(x, epsilon := 1.0)", "avg(x)")]
 
 #: named steps whose inclusive (cumulative) time is reported; matched on the function name in cProfile
-STEPS = ["sorted", "random_pairs", "_shuffle_within_groups", "iqr_lower_bound", "mean_range", "infinite_range",
+STEPS = ["sorted", "random_pairs", "shuffle_segments", "_key_sort_order", "_gap_exponent_counts", "iqr_lower_bound",
+         "mean_range", "infinite_range",
          "radius", "_subsample", "private_quantile_in", "private_domain", "threshold_codes", "rank_em", "_pieces",
          "seg_search", "take", "quantile_em", "svt_scan", "seg_count_le", "seg_count_lt", "release_sum",
          "noisy_count", "clean", "lexsort", "sort", "argsort", "searchsorted", "words", "exponential",

@@ -82,6 +82,83 @@ class Rng:
         gen = _aes() if self._gen is None else self._gen
         return gen.permutation(int(n))
 
+    def shuffle_segments(self, values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """A copy of ``values`` in which every segment ``offsets[g]:offsets[g+1]`` is in uniformly random
+        order, independently across segments.
+
+        Rao-Sandelius two-stage shuffle, because numpy's Fisher-Yates over a large array costs a cache miss
+        per element (0.7 s for 10M rows here, against 0.2 s when the same rows are shuffled in 32k pieces):
+
+        1. a segment of more than ``2 * _LEAF`` rows gives every row an i.i.d. uniform label of at most 8
+           bits and is stably partitioned by label (a radix argsort); parts still too large are split again;
+        2. every part ("leaf") is then put in uniform order: one in-cache Fisher-Yates call per leaf, or,
+           when leaves are tiny and many (mean size < ``_KEY_SORT_BELOW``), one sort of packed keys
+           ``leaf | random bits | position`` whose ties in the random bits are broken by a uniform shuffle
+           of each tied run.
+
+        Why the result is uniform: the labels are i.i.d. across rows, so given the part sizes each part is
+        a uniformly random subset of its segment; a uniform order of every part, concatenated in label
+        order, is then a uniform order of the segment (Rao 1961, Sandelius 1962).  Sorting by i.i.d. keys
+        with ties broken uniformly is a uniform order by exchangeability.  Every random bit comes from
+        this generator (the CSPRNG in production).
+        """
+        gen = _aes() if self._gen is None else self._gen
+        out = np.array(values, copy=True)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        cuts = [offsets]
+        big = np.flatnonzero(np.diff(offsets) > 2 * _LEAF)
+        todo = list(zip(offsets[big].tolist(), offsets[big + 1].tolist(), strict=True))
+        while todo:
+            a, b = todo.pop()
+            m = b - a
+            bits = min(8, max(1, math.ceil(math.log2(m / _LEAF))))
+            label = self.words((m + 7) // 8).view(np.uint8)[:m] >> np.uint8(8 - bits)  # i.i.d. uniform bytes
+            out[a:b] = out[a:b][np.argsort(label, kind="stable")]
+            ends = a + np.cumsum(np.bincount(label, minlength=1 << bits))
+            cuts.append(ends)
+            starts = np.concatenate([[a], ends[:-1]])
+            todo.extend((int(s), int(e)) for s, e in zip(starts, ends, strict=True) if e - s > 2 * _LEAF)
+        bounds = np.unique(np.concatenate(cuts)) if len(cuts) > 1 else offsets
+        leaves = bounds.size - 1
+        if leaves > 0 and out.size < _KEY_SORT_BELOW * leaves:
+            order = self._key_sort_order(bounds, gen)
+            if order is not None:
+                return out[order]
+        edges = bounds.tolist()
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            if b - a > 1:
+                gen.shuffle(out[a:b])
+        return out
+
+    def _key_sort_order(self, bounds: np.ndarray, gen: np.random.Generator) -> np.ndarray | None:
+        """Row indices putting every segment of ``bounds`` in uniform order by one sort of packed keys
+        (see :meth:`shuffle_segments`); None when fewer than 16 random bits fit in a key."""
+        sizes = np.diff(bounds)
+        leaves = sizes.size
+        lb = max(int(leaves - 1).bit_length(), 1)
+        ib = max(int(sizes.max(initial=1) - 1).bit_length(), 1)
+        rb = 64 - lb - ib
+        if rb < 16:
+            return None
+        start = np.repeat(bounds[:-1], sizes)  # first row of each row's leaf
+        n = start.size
+        key = self.words(n) >> np.uint64(lb + ib) << np.uint64(ib)
+        key |= np.repeat(np.arange(leaves, dtype=np.uint64) << np.uint64(64 - lb), sizes)
+        key |= (np.arange(n, dtype=np.int64) - start).view(np.uint64)
+        key.sort()
+        order = (key & np.uint64((1 << ib) - 1)).view(np.int64)
+        order += start  # leaves keep their place in the sorted keys, so row i's leaf starts at start[i]
+        top = key >> np.uint64(ib)
+        tie = np.flatnonzero(top[1:] == top[:-1])
+        if tie.size:  # runs of equal (leaf, random bits): shuffle each run uniformly
+            new_run = np.ones(tie.size, dtype=bool)
+            new_run[1:] = tie[1:] != tie[:-1] + 1
+            starts = tie[new_run]
+            ends = np.append(tie[np.flatnonzero(new_run)[1:] - 1], tie[-1]) + 2
+            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+                gen.shuffle(order[s:e])
+        return order
+
     def uniform(self, n: int) -> np.ndarray:
         """Uniform on (0, 1], 53 random bits each (the value 0 never occurs, 1 may)."""
         w = self.words(n) >> np.uint64(11)
@@ -142,6 +219,8 @@ class Rng:
 
 
 _SYSTEM = Rng()
+_LEAF = 2**15  # rows shuffled by one in-cache Fisher-Yates call (parts of up to 2 * _LEAF float64 fit in L2)
+_KEY_SORT_BELOW = 64  # mean leaf size under which one key sort beats a Python call per leaf (4 us each)
 _DIRECT = 4096  # words read straight from os.urandom; larger requests use a fresh AES-CTR stream
 
 

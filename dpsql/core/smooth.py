@@ -590,7 +590,8 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
     def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
         return share * total if pure else math.sqrt(2.0 * share * total)
 
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)
+    s.presort()  # sorted while the count noise and the matching of the bucket are drawn
     G = s.groups
     if pure:
         lap = 1.0 / eps_of(sp["count"])
@@ -603,6 +604,7 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
     # the bucket sets the range's resolution (as in mean_range); a finer one would weaken the median's
     # exponential mechanism (more candidates), a coarser one widens the range
     bucket = iqr_lower_bound(s, eps_of(sp["bucket"]), rng)
+    s = s.sorted()
     if params.lower is not None and params.upper is not None and not RANGE_WITH_BOUNDS:
         # user bounds only: the range's share goes to the main step
         a, b = np.full(G, float(params.lower)), np.full(G, float(params.upper))

@@ -104,19 +104,21 @@ def private_domain(
     (bucket ``b * 2**-20``) + ``infinite_range``, as seed 003's quantile does.  Either way a quarter of
     ``eps_range`` buys the IQR bound.  A single given bound is intersected with the release.
     """
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)
     G = s.groups
     if _has_bounds(params):
         a = np.full(G, float(params.lower))
         b = np.full(G, float(params.upper))
     else:
         e_bound, e_range = RANGE_BOUND_PART * eps_range, (1.0 - RANGE_BOUND_PART) * eps_range
+        s.presort()  # sorted while the matching of the IQR bound is drawn
         if kind == "mean":
             a, b = mean_range(s, e_bound, e_range, rng, params.beta, total_eps)
         else:
             bucket = np.maximum(iqr_lower_bound(s, e_bound, rng) * 2.0**-20, B_MIN)
             a, b = infinite_range(s, bucket, e_range, rng, params.beta)
         a, b = _intersect(a, b, params)
+    s = s.sorted()
     if not clamp:  # the caller clips codes instead (the same result for grid codes)
         return s, a, b
     gid = s.group_ids

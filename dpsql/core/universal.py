@@ -24,6 +24,7 @@ Budget splits are module constants (``SPLIT_*``); they were chosen by the accura
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -104,59 +105,56 @@ def _group_order(gid: np.ndarray, groups: int) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def _shuffle_within_groups(batch: Batch, gid: np.ndarray, rng: Rng) -> np.ndarray | None:
-    """Row indices in which every group's slice is a uniformly random order of that group's rows, or
-    None when the keys below do not fit (then the caller permutes globally).
-
-    One integer sort: key = group id (high bits) | r random bits | the row's index inside its group (low
-    bits).  Sorting orders each group by its random bits; whenever two rows of a group draw equal random
-    bits the whole draw is repeated.  The keys are i.i.d. and the event "no ties" is symmetric in the rows,
-    so conditioned on it each group's order is exactly uniform (and r >= 2 log2(size) + 20 keeps a repeat
-    rarer than about 2**-20 per group).  ``gid``: ``batch.group_ids``."""
-    G, n = batch.groups, batch.values.size
-    gb = max(int(G - 1).bit_length(), 1)
-    ib = max(int(batch.sizes.max(initial=1) - 1).bit_length(), 1)
-    rb = 64 - gb - ib
-    if rb < 2 * ib + 20:
-        return None
-    local = (np.arange(n, dtype=np.int64) - batch.offsets[gid]).astype(np.uint64)
-    head = gid.astype(np.uint64) << np.uint64(64 - gb)
-    low = np.uint64((1 << ib) - 1)
-    while True:
-        key = head | ((rng.words(n) >> np.uint64(gb + ib)) << np.uint64(ib)) | local
-        key.sort()
-        top = key >> np.uint64(ib)
-        if not np.any(top[1:] == top[:-1]):
-            break
-    return (key & low).astype(np.int64) + batch.offsets[gid]
-
-
 def random_pairs(batch: Batch, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A uniformly random maximal matching inside each group: returns (first, second, group) of each
-    pair as indices into ``batch.values`` (an odd group leaves one random row unmatched).
+    """A uniformly random maximal matching inside each group: returns the two values and the group of
+    each pair (an odd group leaves one random row unmatched).
 
-    Rows are put in a uniformly random order inside each group (one group: Fisher-Yates on CSPRNG bits;
-    many: :func:`_shuffle_within_groups`, or a global permutation stably grouped by group id, which is
-    uniform inside every group); consecutive rows of that order are paired."""
-    n = batch.values.size
+    Every group's rows are put in uniformly random order (:meth:`~dpsql.noise.Rng.shuffle_segments`) and
+    consecutive rows of that order are paired, so the matching is uniform over the maximal matchings."""
+    w = rng.shuffle_segments(batch.values, batch.offsets)
     if batch.groups == 1:
-        perm = rng.permutation(n)
-        k = n // 2
-        return perm[0 : 2 * k : 2], perm[1 : 2 * k : 2], np.zeros(k, dtype=np.int64)
-    gid = batch.group_ids
-    order = _shuffle_within_groups(batch, gid, rng)
-    if order is None:
-        perm = rng.permutation(n)
-        order = perm[_group_order(gid[perm], batch.groups)]
-    pos = np.arange(gid.size) - batch.offsets[gid]  # row i of ``order`` belongs to group gid[i]
-    fpos = np.flatnonzero(pos % 2 == 0)
-    nxt = fpos + 1
-    ok = nxt < gid.size
-    ok[ok] &= gid[nxt[ok]] == gid[fpos[ok]]
-    return order[fpos[ok]], order[nxt[ok]], gid[fpos[ok]]
+        k = w.size // 2
+        return w[0 : 2 * k : 2], w[1 : 2 * k : 2], np.zeros(k, dtype=np.int64)
+    half = batch.sizes // 2
+    pg = np.repeat(np.arange(batch.groups, dtype=np.int64), half)
+    start = np.zeros(batch.groups + 1, dtype=np.int64)
+    np.cumsum(half, out=start[1:])
+    first = batch.offsets[pg] + 2 * (np.arange(pg.size, dtype=np.int64) - start[pg])
+    return w[first], w[first + 1], pg
 
 
 # --------------------------------------------------------------------------- building blocks
+
+
+_CL_LO, _CL_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1  # exponents the IQR-bound scans ask about, with a margin
+
+
+def _gap_exponent_counts(
+    y: np.ndarray, pg: np.ndarray, groups: int
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``count_le(g, k)``: #{pair gaps y of group g[i] with y <= 2**k[j]} as a matrix [i, j], for integer
+    k in ``(_CL_LO, _CL_HI)`` (every exponent the scans of :func:`iqr_lower_bound` query).
+
+    y <= 2**k  <=>  ceil_log2(y) <= k, so the counts are a cumulative histogram of the integer exponents
+    (clamped into [_CL_LO, _CL_HI], which changes no count inside the queried range): a dense table for up
+    to ~2000 groups, otherwise one sorted array of (group, exponent) keys.  No float sort."""
+    width = _CL_HI - _CL_LO + 1
+    e = np.clip(ceil_log2(y), _CL_LO, _CL_HI) - _CL_LO
+    if groups * width <= 2**22:
+        cdf = np.cumsum(np.bincount(pg * width + e, minlength=groups * width).reshape(groups, width), axis=1)
+
+        def table(g: np.ndarray, k: np.ndarray) -> np.ndarray:
+            return cdf[g[:, None], (k - _CL_LO)[None, :]]
+
+        return table
+    keys = np.sort(pg * width + e)
+    first = np.searchsorted(keys, np.arange(groups, dtype=np.int64) * width)
+
+    def search(g: np.ndarray, k: np.ndarray) -> np.ndarray:
+        q = (g * width)[:, None] + (k - _CL_LO)[None, :]
+        return np.searchsorted(keys, q, side="right") - first[g][:, None]
+
+    return search
 
 
 def iqr_lower_bound(
@@ -172,23 +170,16 @@ def iqr_lower_bound(
     sensitivity 16 is eps/2-DP; two adaptive SVTs compose to eps.  Output floored at ``B_MIN``.
     """
     G = batch.groups
-    first, second, pg = pairs if pairs is not None else random_pairs(batch, rng)
-    y = np.abs(batch.values[first] - batch.values[second])
-    cl = ceil_log2(y).astype(np.float64)  # Y <= 2**k  <=>  cl <= k
-    gb = _sorted_batch(cl, pg, G)
-    npairs = gb.sizes
-    comp = None if G == 1 else gb.composite()
+    a, b, pg = pairs if pairs is not None else random_pairs(batch, rng)
+    count_le = _gap_exponent_counts(np.abs(a - b), pg, G)
+    npairs = np.bincount(pg, minlength=G)
 
     def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        g = np.repeat(active, ks.size)
-        k = np.tile(ks - 1, active.size).astype(np.float64)  # x_i = 2**(i-1)
-        c = seg_count_le(gb, g, k, comp).reshape(active.size, ks.size)
+        c = count_le(active, ks - 1)  # x_i = 2**(i-1)
         return 16 * c - 3 * npairs[active][:, None]
 
     def down(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        g = np.repeat(active, ks.size)
-        k = np.tile(-(ks - 1), active.size).astype(np.float64)  # x_j = 2**-(j-1)
-        c = seg_count_le(gb, g, k, comp).reshape(active.size, ks.size)
+        c = count_le(active, -(ks - 1))  # x_j = 2**-(j-1)
         return 3 * npairs[active][:, None] - 16 * c
 
     i = svt_scan(up, G, 0, 16, epsilon / 2.0, rng, K_UP)
@@ -196,7 +187,7 @@ def iqr_lower_bound(
         out = np.ldexp(1.0, (i - 2).astype(np.int64))
     need = np.flatnonzero(i <= 1)
     if need.size:
-        j = svt_scan(lambda a, ks: down(need[a], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
+        j = svt_scan(lambda act, ks: down(need[act], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
         out[need] = np.ldexp(1.0, -j.astype(np.int64))
     return np.clip(out, B_MIN, B_MAX)
 
@@ -290,15 +281,14 @@ def _amplified(epsilon: float, eta: float) -> float:
 
 
 def _subsample(batch: Batch, eta: float, rng: Rng) -> Batch:
+    """Poisson subsample (each row kept independently with public rate eta), sorted.  The rows are
+    exchangeable, so drawing the coins before sorting (only the kept rows are sorted) has the same law."""
     if eta >= 1.0:
         return batch.sorted()
-    s = batch.sorted()
-    keep = rng.bernoulli(eta, s.values.size)
+    keep = rng.bernoulli(eta, batch.values.size)
     csum = np.zeros(keep.size + 1, dtype=np.int64)
     np.cumsum(keep, out=csum[1:])
-    out = Batch(s.values[keep], csum[s.offsets])
-    out._sorted = out
-    return out
+    return Batch(batch.values[keep], csum[batch.offsets]).sorted()
 
 
 def mean_range(
@@ -310,10 +300,11 @@ def mean_range(
     Poisson subsample of rate eta = min(1, total_eps) (the paper's m = eps n), run at
     ``ln(1 + (e^eps_range - 1)/eta)`` so that its amplified cost is exactly eps_range.
     """
-    s = batch.sorted()
-    b = iqr_lower_bound(s, eps_bound, rng)
     eta = min(1.0, total_eps)
-    sub = _subsample(s, eta, rng)
+    if eta >= 1.0:
+        batch.presort()  # the range reads every row, sorted: sort while the matching is drawn
+    b = iqr_lower_bound(batch, eps_bound, rng)
+    sub = _subsample(batch, eta, rng)
     return infinite_range(sub, b, _amplified(eps_range, eta), rng, beta)
 
 
@@ -333,7 +324,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     released [l, r] moves by at most max(|l|, |r|) when one row is added or removed.
     """
     eps = budget.epsilon
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)  # any row order: the sum is exact on its fixed-point grid
     l, r = mean_range(s, SPLIT_SUM["bound"] * eps, SPLIT_SUM["range"] * eps, rng, params.beta, eps)
     l, r = _intersect(l, r, params)
     x = np.clip(s.values, _rows(l, s), _rows(r, s))
@@ -350,7 +341,7 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     """
     eps = budget.epsilon
     sp = SPLIT_MEAN
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)  # any row order: the sum is exact on its fixed-point grid
     l, r = mean_range(s, sp["bound"] * eps, sp["range"] * eps, rng, params.beta, eps)
     l, r = _intersect(l, r, params)
     c = l / 2.0 + r / 2.0
@@ -375,15 +366,15 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     """
     eps = budget.epsilon
     sp = SPLIT_VAR
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)  # pairs and counts only: no sort
     G = s.groups
     pairs = random_pairs(s, rng)
     b0 = iqr_lower_bound(s, sp["bound"] * eps, rng, pairs)
     with np.errstate(over="ignore", under="ignore"):
         bz = np.clip(b0 * b0, B_MIN, B_MAX)
-    first, second, pg = pairs
+    a, b, pg = pairs
     with np.errstate(over="ignore"):
-        z = np.minimum((s.values[first] - s.values[second]) ** 2, 2.0**1020)
+        z = np.minimum((a - b) ** 2, 2.0**1020)
     zb = _sorted_batch(z, pg, G)
     eta = min(1.0, eps)
     sub = _subsample(zb, eta, rng)
@@ -403,8 +394,10 @@ def _quantile_grid(
 ) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray]:
     """Shared first steps of the quantile and IQR estimators: the sorted (bounded) batch, the grid
     ``IQR_lb * 2**-20`` (eps_bound) and the private range intersected with public bounds (eps_range)."""
-    s = _bounded(batch, params).sorted()
+    s = _bounded(batch, params)
+    s.presort()  # sorted while the matching of the IQR bound is drawn
     b = np.maximum(iqr_lower_bound(s, eps_bound, rng) * 2.0**-20, B_MIN)
+    s = s.sorted()
     l, r = infinite_range(s, b, eps_range, rng, beta)
     l, r = _intersect(l, r, params)
     return s, b, l, r
