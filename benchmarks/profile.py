@@ -12,7 +12,9 @@ For each aggregate and grouping it measures, in one process:
 2. DuckDB alone: ``list(x)`` built and only measured (``len(list(x))``), then built and fetched as Arrow;
    the native exact aggregate (``quantile_cont`` / ``avg``) for scale;
 3. the core alone on the same batch under cProfile: inclusive time of each named step (sort, pairing,
-   IQR bound, range/radius SVTs, exponential mechanism, sums, noise) and the top functions by self time.
+   IQR bound, range/radius SVTs, exponential mechanism, sums, noise) and the top functions by self time;
+4. floors: what any design pays at least (native aggregates, one native pass bucketing rows by exponent,
+   the list hand-over, the random matching and the sort in numpy), as ratios to avg and quantile_cont.
 
 Writes ``benchmarks/results/profile.md``.
 """
@@ -143,6 +145,38 @@ def profile_core(con, agg: str, by: str | None) -> tuple[list[list[str]], list[l
     return steps, top, total
 
 
+def floors(con, by: str | None) -> list[list[str]]:  # noqa: ANN001
+    """What any design must at least pay, measured on the same table: the native aggregates, one native
+    pass that buckets rows by their binary exponent (the cheapest data-dependent scale step a bound-free
+    estimator computed natively would need), the list route's hand-over, and the core's two unavoidable
+    numpy steps for seed 003's estimators (the random matching, the sort)."""
+    import dpsql.duck as duck
+    from dpsql.noise import system_rng
+
+    def best(fn) -> float:  # noqa: ANN001
+        return min(tm(fn) for _ in range(3))
+
+    keys = "" if by is None else f"{by}, "
+    t_avg = best(lambda: con.sql(query("avg(x)", "t", by)).fetchall())
+    t_q = best(lambda: con.sql(query("quantile_cont(x, 0.5)", "t", by)).fetchall())
+    scale = (f"SELECT {keys}floor(log2(abs(x))) AS e, count(*), sum(x) FROM t "
+             f"GROUP BY {keys}e")
+    t_scale = best(lambda: con.sql(scale).fetchall())
+    t_list = best(lambda: con.sql(query("len(list(x))", "t", by)).fetchall())
+    lst = con.sql(query("list(x) AS l", "t", by)).to_arrow_table().column("l")
+    t_fetch = best(lambda: con.sql(query("list(x) AS l", "t", by)).to_arrow_table())
+    batch = duck._batch_from_lists(lst)
+    rng = system_rng()
+    t_match = best(lambda: rng.shuffle_segments(batch.values, batch.offsets))
+    t_sort = best(lambda: dataclasses.replace(batch, _sorted=None, _composite=None, _pending=None).sorted())
+    rows = [["avg(x)", t_avg], ["quantile_cont(x, 0.5)", t_q],
+            ["one native scale pass: GROUP BY floor(log2(abs(x))), count, sum", t_scale],
+            ["list(x) built (len(list(x)))", t_list], ["list(x) built and fetched as Arrow", t_fetch],
+            ["core: uniform random matching of all rows (shuffle_segments)", t_match],
+            ["core: per-group sort", t_sort]]
+    return [[name, f"{t:.3f}", f"{t / t_avg:.1f}", f"{t / t_q:.2f}"] for name, t in rows]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=float, default=1e7)
@@ -195,6 +229,14 @@ def main(argv: list[str] | None = None) -> None:
                       "Top functions by self time:", "",
                       md_table(["function", "calls", "self s", "inclusive s"], top), ""]
             print("\n".join(lines[-30:]), flush=True)
+    for by in (None, "g"):
+        glabel = "1 group" if by is None else f"{args.groups:,} groups"
+        print(f"floors {glabel}", flush=True)
+        lines += [f"## Floors, {rows:,} rows, {glabel}", "",
+                  "What a design cannot avoid (best of 3; ratios against the native aggregates of the same run). A "
+                  "bound-free estimator has to find the data's scale, which takes at least one data-dependent "
+                  "pass; the list route adds the hand-over, and seed 003's estimators the random matching.", "",
+                  md_table(["step", "seconds", "/ avg", "/ quantile_cont"], floors(con, by)), ""]
     lines.insert(4, f"Load average at end: {loadavg()}.\n")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from .core import ParameterError, Params, get_method
 from .core.batch import clean
 from .core.clipped import finish as clipped_finish
+from .core.primitives import fixed_point_grid
 from .core.registry import budget_of, validate
 from .noise import Rng, discrete_laplace, system_rng
 from .sqlfiles import statements
@@ -152,6 +153,17 @@ def _make_fin(rng_factory):  # noqa: ANN001, ANN202
     return _dpsql_fin
 
 
+def _fixed_point_step(s: pa.Array) -> pa.Array:
+    """``_dpsql_fg(s)``: the native route's grid ``pow2_floor(max(s, 2**-1000)) * 2**-20``, computed by the
+    core's own :func:`fixed_point_grid` so the SQL sums use exactly the core's constant.  Called on literals
+    only and folded by DuckDB when it binds the query; never raises (NULL in, NULL out; the route itself
+    checks the bounds)."""
+    v = pc.fill_null(s, 1.0).to_numpy(zero_copy_only=False).astype(np.float64)
+    with np.errstate(all="ignore"):
+        out = fixed_point_grid(np.nan_to_num(v, nan=1.0))[1]
+    return pa.array(out, type=pa.float64(), mask=pc.is_null(s).to_numpy(zero_copy_only=False))
+
+
 def _make_count(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_count(n, epsilon, method):  # noqa: ANN001, ANN202
         fn = "dp_count"
@@ -180,7 +192,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     factory = (lambda: rng) if rng is not None else system_rng
     D = duckdb.sqltype("DOUBLE")
     V = duckdb.sqltype("VARCHAR")
-    for fname in ("_dpsql_agg", "_dpsql_count", "_dpsql_fin"):
+    for fname in ("_dpsql_agg", "_dpsql_count", "_dpsql_fin", "_dpsql_fg"):
         try:
             con.remove_function(fname)
         except Exception:  # noqa: BLE001 - not registered yet
@@ -213,6 +225,8 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
         null_handling="special",
         side_effects=False,  # see module docstring: HAVING on aliases needs it; args are never constant
     )
+    con.create_function("_dpsql_fg", _fixed_point_step, [D], D, type="arrow",
+                        side_effects=False)  # constant in, constant out: DuckDB folds the call at bind
     for stmt in statements("macros.sql"):
         con.execute(stmt)
     return con

@@ -43,10 +43,10 @@ def test_sql_statistics_equal_the_core(seed: int, lo: float, hi: float) -> None:
     con = _con()
     _table(con, seed)
     sql = f"""SELECT g, count(_dpsql_xn(x)),
-        _dpsql_ksum(_dpsql_v(x, {lo!r}, {hi!r}), greatest(abs({lo!r}::DOUBLE), abs({hi!r}::DOUBLE))),
-        _dpsql_ksum(_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}), _dpsql_h({lo!r}, {hi!r})),
-        _dpsql_ksum((_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}))
-                    * (_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r})),
+        _dpsql_ksum(x, _dpsql_v(x, {lo!r}, {hi!r}), greatest(abs({lo!r}::DOUBLE), abs({hi!r}::DOUBLE))),
+        _dpsql_ksum(x, _dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}), _dpsql_h({lo!r}, {hi!r})),
+        _dpsql_ksum(x, (_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}))
+                       * (_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r})),
                     _dpsql_h({lo!r}, {hi!r}) * _dpsql_h({lo!r}, {hi!r})),
         list(x) FROM t GROUP BY g ORDER BY g"""
     rows = con.sql(sql).to_arrow_table()
@@ -69,15 +69,23 @@ def test_cast_rounds_half_to_even_like_rint() -> None:
     assert np.array_equal(got, np.rint(v).astype(np.int64))
 
 
-def test_pow2floor_is_exact() -> None:
+def test_grid_constant_is_the_cores_and_folded_at_bind() -> None:
+    """_dpsql_fg is the core's fixed_point_grid (exact powers of two, floors at 2**-1000, NULL passes) and
+    DuckDB evaluates it once per query, not per row."""
     g = np.random.default_rng(0)
     s = np.concatenate([2.0 ** np.arange(-1000, 1000), np.nextafter(2.0 ** np.arange(-999, 1000), 0),
-                        np.nextafter(2.0 ** np.arange(-1000, 1000), np.inf), g.lognormal(0, 50, 2000)])
+                        np.nextafter(2.0 ** np.arange(-1000, 1000), np.inf), g.lognormal(0, 50, 2000),
+                        [0.0, 2.0**-1074, -3.0]])
     con = _con()
-    got = np.array(con.execute("SELECT _dpsql_pow2floor(s) FROM (SELECT unnest(?::DOUBLE[]) AS s)",
+    got = np.array(con.execute("SELECT _dpsql_fg(s) FROM (SELECT unnest(?::DOUBLE[]) AS s)",
                                [s.tolist()]).fetchall()).ravel()
-    m, e = np.frexp(s)
-    assert np.array_equal(got, np.ldexp(1.0, e - 1))
+    m, e = np.frexp(np.maximum(s, 2.0**-1000))
+    assert np.array_equal(got, np.ldexp(1.0, e - 1) * 2.0**-20)
+    assert con.execute("SELECT _dpsql_fg(NULL)").fetchone() == (None,)
+    plan = "".join(str(r) for r in con.execute(
+        "EXPLAIN SELECT dp_mean(x, epsilon := 1, lower := 0, upper := 3, method := 'clipped') FROM "
+        "range(10) t(x)").fetchall())
+    assert "_dpsql_fg" not in plan  # folded into a constant
 
 
 AGGS = [("dp_sum", "sum"), ("dp_mean", "mean"), ("dp_avg", "mean"), ("dp_var", "var"), ("dp_stddev", "stddev")]
