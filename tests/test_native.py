@@ -43,9 +43,9 @@ def test_sql_statistics_equal_the_core(seed: int, lo: float, hi: float) -> None:
     con = _con()
     _table(con, seed)
     sql = f"""SELECT g, count(_dpsql_xn(x)),
-        _dpsql_ksum(x, _dpsql_v(x, {lo!r}, {hi!r}), greatest(abs({lo!r}::DOUBLE), abs({hi!r}::DOUBLE))),
-        _dpsql_ksum(x, _dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}), _dpsql_h({lo!r}, {hi!r})),
-        _dpsql_ksum(x, (_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}))
+        _dpsql_ksum(_dpsql_v(x, {lo!r}, {hi!r}), greatest(abs({lo!r}::DOUBLE), abs({hi!r}::DOUBLE))),
+        _dpsql_ksum(_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}), _dpsql_h({lo!r}, {hi!r})),
+        _dpsql_ksum((_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r}))
                        * (_dpsql_v(x, {lo!r}, {hi!r}) - _dpsql_c({lo!r}, {hi!r})),
                     _dpsql_h({lo!r}, {hi!r}) * _dpsql_h({lo!r}, {hi!r})),
         list(x) FROM t GROUP BY g ORDER BY g"""
