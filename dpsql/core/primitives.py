@@ -421,13 +421,13 @@ def _pieces(
     ev_in[x_at] = mult
     ev_p[y_at] = np.maximum(u + w + 1, A[ug])
     ev_out[y_at] = mult
-    keep = ev_p <= B[ev_g]
-    ev_g, ev_p, ev_in, ev_out = ev_g[keep], ev_p[keep], ev_in[keep], ev_out[keep]
+    # events past B come last in their group (positions ascend), so they are dropped only at the end: they
+    # shift no count of the kept events of their group, and later groups subtract their own start
     n_in = np.cumsum(ev_in)
     n_out = np.cumsum(ev_out)
-    last = np.ones(ev_p.size, dtype=bool)
-    last[:-1] = (ev_p[1:] != ev_p[:-1]) | (ev_g[1:] != ev_g[:-1])
-    first_of_g = np.searchsorted(ev_g, np.arange(G))  # every group keeps its window-start event
+    last = ev_p <= B[ev_g]
+    last[:-1] &= (ev_p[1:] != ev_p[:-1]) | (ev_g[1:] != ev_g[:-1])
+    first_of_g = ev_off[:-1]  # every group's window-start event
     prev_in = np.where(first_of_g > 0, n_in[np.maximum(first_of_g - 1, 0)], 0)
     prev_out = np.where(first_of_g > 0, n_out[np.maximum(first_of_g - 1, 0)], 0)
     pg = ev_g[last]
