@@ -55,43 +55,39 @@ CREATE OR REPLACE TEMP MACRO dp_sum(x, epsilon := NULL, lower := NULL, upper := 
                     epsilon, rho, delta, lower, upper, method, beta)
     ELSE _dpsql_agg('sum', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
 
-CREATE OR REPLACE TEMP MACRO dp_mean(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
-                                     rho := NULL, delta := NULL, beta := NULL) AS
+-- the shared bodies of dp_mean/dp_avg and dp_var/dp_stddev: agg names the release ('mean'; 'var' or 'stddev')
+CREATE OR REPLACE TEMP MACRO _dpsql_mean(agg, x, epsilon, lower, upper, method, rho, delta, beta) AS
     CASE WHEN _dpsql_native(method, lower, upper)
-    THEN _dpsql_fin('mean', count(_dpsql_xn(x)),
+    THEN _dpsql_fin(agg, count(_dpsql_xn(x)),
                     _dpsql_ksum(_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper), _dpsql_h(lower, upper)), NULL,
                     epsilon, rho, delta, lower, upper, method, beta)
-    ELSE _dpsql_agg('mean', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+    ELSE _dpsql_agg(agg, list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+
+CREATE OR REPLACE TEMP MACRO _dpsql_var(agg, x, epsilon, lower, upper, method, rho, delta, beta) AS
+    CASE WHEN _dpsql_native(method, lower, upper)
+    THEN _dpsql_fin(agg, count(_dpsql_xn(x)),
+                    _dpsql_ksum(_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper), _dpsql_h(lower, upper)),
+                    _dpsql_ksum((_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper))
+                                   * (_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper)),
+                                _dpsql_h(lower, upper) * _dpsql_h(lower, upper)),
+                    epsilon, rho, delta, lower, upper, method, beta)
+    ELSE _dpsql_agg(agg, list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+
+CREATE OR REPLACE TEMP MACRO dp_mean(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                     rho := NULL, delta := NULL, beta := NULL) AS
+    _dpsql_mean('mean', x, epsilon, lower, upper, method, rho, delta, beta);
 
 CREATE OR REPLACE TEMP MACRO dp_avg(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                     rho := NULL, delta := NULL, beta := NULL) AS
-    CASE WHEN _dpsql_native(method, lower, upper)
-    THEN _dpsql_fin('mean', count(_dpsql_xn(x)),
-                    _dpsql_ksum(_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper), _dpsql_h(lower, upper)), NULL,
-                    epsilon, rho, delta, lower, upper, method, beta)
-    ELSE _dpsql_agg('mean', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+    _dpsql_mean('mean', x, epsilon, lower, upper, method, rho, delta, beta);
 
 CREATE OR REPLACE TEMP MACRO dp_var(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                     rho := NULL, delta := NULL, beta := NULL) AS
-    CASE WHEN _dpsql_native(method, lower, upper)
-    THEN _dpsql_fin('var', count(_dpsql_xn(x)),
-                    _dpsql_ksum(_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper), _dpsql_h(lower, upper)),
-                    _dpsql_ksum((_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper))
-                                   * (_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper)),
-                                _dpsql_h(lower, upper) * _dpsql_h(lower, upper)),
-                    epsilon, rho, delta, lower, upper, method, beta)
-    ELSE _dpsql_agg('var', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+    _dpsql_var('var', x, epsilon, lower, upper, method, rho, delta, beta);
 
 CREATE OR REPLACE TEMP MACRO dp_stddev(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                        rho := NULL, delta := NULL, beta := NULL) AS
-    CASE WHEN _dpsql_native(method, lower, upper)
-    THEN _dpsql_fin('stddev', count(_dpsql_xn(x)),
-                    _dpsql_ksum(_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper), _dpsql_h(lower, upper)),
-                    _dpsql_ksum((_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper))
-                                   * (_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper)),
-                                _dpsql_h(lower, upper) * _dpsql_h(lower, upper)),
-                    epsilon, rho, delta, lower, upper, method, beta)
-    ELSE _dpsql_agg('stddev', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta) END;
+    _dpsql_var('stddev', x, epsilon, lower, upper, method, rho, delta, beta);
 
 CREATE OR REPLACE TEMP MACRO dp_quantile(x, p, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                          rho := NULL, delta := NULL, beta := NULL) AS
