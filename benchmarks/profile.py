@@ -51,7 +51,7 @@ STEPS = ["sorted", "random_pairs", "shuffle_segments", "_key_sort_order", "_gap_
          "radius", "_subsample", "private_quantile_in", "private_domain", "threshold_codes", "rank_em", "_pieces",
          "seg_search", "take", "quantile_em", "svt_scan", "seg_count_le", "seg_count_lt", "release_sum",
          "noisy_count", "clean", "lexsort", "sort", "argsort", "searchsorted", "words", "exponential",
-         "discrete_laplace", "gumbel", "exponential_mechanism", "segment_argmax", "keys", "bernoulli", "permutation"]
+         "discrete_laplace", "gumbel", "exponential_mechanism", "segment_argmax", "bernoulli"]
 
 
 class Meter:

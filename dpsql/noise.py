@@ -1,7 +1,7 @@
 """Noise: the only module that draws randomness.
 
 Production randomness comes from the operating system's CSPRNG: small requests read ``os.urandom``
-directly; bulk requests (permutations, a noise draw per group of a large chunk) expand a fresh 128-bit key
+directly; bulk requests (shuffles, a noise draw per group of a large chunk) expand a fresh 128-bit key
 read from ``os.urandom`` with AES-128 in counter mode (``randomgen.AESCounter``, AES-NI), the same
 construction as OpenSSL's and NIST's CTR-DRBG.  One call serves a whole chunk of groups.  Tests pass an explicit,
 seeded :class:`Rng` (``Rng.seeded(1)``); production code never seeds.
@@ -48,8 +48,8 @@ class Rng:
 
     ``Rng()`` reads the OS CSPRNG.  ``Rng.seeded(seed)`` uses numpy's PCG64 and exists for tests only:
     it makes statistical tests deterministic.  Everything else (uniforms, exponentials, Gumbels,
-    permutations, Bernoulli draws, bounded integers) is derived here from the 64-bit words, so the
-    seeded and the production paths share one code path.
+    Bernoulli draws, bounded integers, segment shuffles) is derived here from the 64-bit words or the same
+    generator, so the seeded and the production paths share one code path.
     """
 
     __slots__ = ("_gen",)
@@ -76,11 +76,6 @@ class Rng:
                 return np.frombuffer(os.urandom(8 * n), dtype=np.uint64).copy()
             return _aes().integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
         return self._gen.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
-
-    def permutation(self, n: int) -> np.ndarray:
-        """A uniformly random permutation of ``range(n)`` (Fisher-Yates on CSPRNG bits)."""
-        gen = _aes() if self._gen is None else self._gen
-        return gen.permutation(int(n))
 
     def shuffle_segments(self, values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """A copy of ``values`` in which every segment ``offsets[g]:offsets[g+1]`` is in uniformly random
@@ -211,11 +206,6 @@ class Rng:
             flat_out[acc] = flat_low[acc] + (w[ok] % s[ok]).astype(np.int64)
             todo = todo[~ok]
         return out
-
-    def keys(self, n: int) -> np.ndarray:
-        """Random sort keys: sorting by them gives a uniformly random permutation (ties have
-        probability < n**2 / 2**64 and are broken by position, which only matters for equal keys)."""
-        return self.words(n)
 
 
 _SYSTEM = Rng()
