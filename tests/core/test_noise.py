@@ -104,3 +104,67 @@ def test_two_stage_exponential_mechanism_has_the_softmax_law():
     second = picks[:, 1] - n1
     assert set(np.unique(second)) <= {3, 4999}
     assert abs((second == 4999).mean() - 0.75) < 0.02
+
+
+# --------------------------------------------------------------------------- exactness at every scale (issue 11)
+
+
+def _z(k: int, n: int, p: float) -> float:
+    return abs(k - n * p) / math.sqrt(n * p * (1 - p) + 1e-300)
+
+
+@pytest.mark.parametrize("t", [0.3, 1.0, 3.0, 2**16 - 0.5, 2**16 + 0.5, 1.3 * 2**17, 1.7 * 2**33, 2.0**48])
+@pytest.mark.parametrize("vector", [False, True])
+def test_geometric_law_at_every_scale(t, vector):
+    """P(G >= k) = exp(-k/t) at every scale up to MAX_SCALE, and the low bits follow the truncated law.
+
+    The old sampler, floor(t E) capped at 2**62, saturated for huge t (both draws of a discrete Laplace
+    equal, noise exactly 0) and lost the integer grid once t E neared 2**53 / spacing of E."""
+    from dpsql.noise import geometric
+
+    n = 200_000
+    g = geometric(np.full(n, t) if vector else t, n, Rng.seeded(int(t * 7) % 1000 + vector))
+    assert g.dtype == np.int64 and g.min() >= 0
+    for x in (0.01, 0.25, 1.0, 3.0):
+        k = max(int(x * t), 1)
+        p = math.exp(-k / t)
+        assert _z(int((g >= k).sum()), n, p) < 5, (x, k)
+    if t >= 2:  # the bits below 2**j, j = floor(log2 t): a geometric truncated to [0, m), ratio q
+        m = 2 ** min(int(math.log2(t)), 16)
+        q = math.exp(-1.0 / t)
+        p_half = (1 - q ** (m // 2)) / (1 - q**m)
+        assert _z(int(((g % m) < m // 2).sum()), n, p_half) < 5
+        assert _z(int((g % 2 == 0).sum()), n, 1 / (1 + q)) < 5
+
+
+def test_discrete_laplace_does_not_saturate_at_the_largest_scale():
+    from dpsql.noise import MAX_SCALE
+
+    z = discrete_laplace(MAX_SCALE, Rng.seeded(4), 50_000)
+    assert np.count_nonzero(z == 0) == 0
+    assert abs((z > 0).mean() - 0.5) < 0.02
+    assert _z(int((np.abs(z) >= MAX_SCALE).sum()), z.size, 2 * math.exp(-1) / (1 + math.exp(-1 / MAX_SCALE))) < 5
+    with pytest.raises(ValueError):
+        discrete_laplace(MAX_SCALE * 2, Rng.seeded(1), 3)
+    with pytest.raises(ValueError):
+        discrete_laplace(float("inf"), Rng.seeded(1), 3)
+
+
+def test_exponential_is_exact_at_both_ends():
+    from scipy import stats
+
+    e = Rng.seeded(4).exponential(4_000_000)
+    assert np.all(e > 0) and np.all(np.isfinite(e))
+    assert stats.kstest(e, "expon").pvalue > 1e-4
+    small = e[e < 2**-11] * 2**11  # the refined small end: uniform given the event
+    assert stats.kstest(small, "uniform").pvalue > 1e-4
+    assert _z(small.size, e.size, -math.expm1(-(2**-11))) < 5
+    tail = e[e > 11 * math.log(2)] - 11 * math.log(2)  # memoryless restart
+    assert stats.kstest(tail, "expon").pvalue > 1e-4
+    assert e.max() > 14  # beyond what a 53-bit uniform's -log reaches at this sample size is allowed
+
+
+def test_discrete_gaussian_at_a_large_scale():
+    x = discrete_gaussian(2.0**40, Rng.seeded(6), 100_000)
+    assert abs(x.std() / 2.0**40 - 1) < 0.01
+    assert np.count_nonzero(x == 0) == 0
