@@ -70,8 +70,8 @@ def epsilon_to_rho(epsilon: float, delta: float) -> float:
     :func:`rho_to_epsilon`): sqrt(rho) = sqrt(L + eps) - sqrt(L) with L = ln(1/delta)."""
     if not (0.0 < delta < 1.0):
         raise ValueError("delta must be in (0, 1)")
-    L = math.log(1.0 / delta)
-    s = math.sqrt(L + epsilon) - math.sqrt(L)
+    L = -math.log(delta)
+    s = epsilon / (math.sqrt(L + epsilon) + math.sqrt(L))  # = sqrt(L + eps) - sqrt(L), without cancellation
     return s * s
 
 

@@ -60,7 +60,7 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import Batch
-from .primitives import noisy_count, pow2_floor
+from .primitives import WIDE, need_wide, noisy_count, pow2_floor
 from .registry import Method, Params, register
 from .universal import _bounded, mean_range
 
@@ -208,7 +208,7 @@ def asm_scan(
 
 def _rev_cumsum(a: np.ndarray) -> np.ndarray:
     """``out[:, j] = sum(a[:, j:])`` accumulated from the right (no subtraction); one extra 0 column."""
-    out = np.zeros((a.shape[0], a.shape[1] + 1))
+    out = np.zeros((a.shape[0], a.shape[1] + 1), dtype=a.dtype)
     if a.shape[1]:
         out[:, :-1] = np.cumsum(a[:, ::-1], axis=1)[:, ::-1]
     return out
@@ -245,7 +245,7 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     spread = np.maximum(xm - first, lastv - xm)
     sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
     kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
-    d, s1c, s2c = _deviations(v, off, xm, sc, off[:-1] + kg, off[1:] - kg)
+    d, s1c, s2c = _deviations(v, off, xm, sc, off[:-1] + kg, off[1:] - kg)  # in WIDE precision
     cw = int(kg.max())
     kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
     cwf = int(kf.max())
@@ -274,7 +274,7 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     hi = np.where(ok, d[np.clip(perm(off[1:])[None, :] - 1 - jj, 0, last)], 0.0)
     # A1[cw - a] = s1c + sum(lo[a:]), H1[b] = sum(hi[b:]) (and A2, H2 for the squares): the edge sums
     # accumulate inward from the outermost kept row
-    A1, A2, H1, H2 = (np.zeros((cw + 1, G)) for _ in range(4))
+    A1, A2, H1, H2 = (np.zeros((cw + 1, G), dtype=WIDE) for _ in range(4))
     _cumsum0(lo[::-1], out=A1[1:])
     _cumsum0((lo * lo)[::-1], out=A2[1:])
     H1[:cw] = _cumsum0(hi[::-1])[::-1]
@@ -283,8 +283,8 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     A2 += perm(s2c)[None, :]
     # W_k = min_i SSD(window dropping k - i bottom and i top rows)
     mg = _prefix_counts(kgp, cw)
-    WT = np.full((max(cw, cwf) + 1, G), np.inf)
-    b1, b2 = np.empty((cw + 1, B)), np.empty((cw + 1, B))
+    WT = np.full((max(cw, cwf) + 1, G), np.inf, dtype=WIDE)
+    b1, b2 = np.empty((cw + 1, B), dtype=WIDE), np.empty((cw + 1, B), dtype=WIDE)
     for c0 in range(0, G, B):
         c1 = min(c0 + B, G)
         a1, a2, h1, h2 = (np.ascontiguousarray(X[:, c0:c1]) for X in (A1, A2, H1, H2))
@@ -300,20 +300,20 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
             s2 -= s1
             WT[k, g] = np.maximum(s2.min(axis=0), 0.0)  # min_i max(x_i, 0) == max(min_i x_i, 0)
     W = unperm(WT.T)
-    _deep_windows(d, off, n, kg, kf, W)
+    _deep_windows(v, sc, off, n, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
     # L^l = min_{k <= l} W_k / (n + l - 2k), for l <= kf; W_k is +inf past kf, so only k <= kf contributes
     lc = min(cwf, C)
     if lc:
         WT = np.ascontiguousarray(perm(W).T)
-        LT = np.empty((lc, G))
+        LT = np.empty((lc, G), dtype=WIDE)
         mf = _prefix_counts(kfp, lc)
         js = np.arange(-lc, lc + 1, dtype=np.float64)[:, None]
-        buf = np.empty((lc, B))
+        buf = np.empty((lc, B), dtype=WIDE)
         for c0 in range(0, G, B):
             c1 = min(c0 + B, G)
             D = np.maximum(nfp[None, c0:c1] + js, 1.0)  # D[lc + j] = max(n + j, 1)
-            lt = np.full((lc, c1 - c0), np.inf)
+            lt = np.full((lc, c1 - c0), np.inf, dtype=WIDE)
             for k in range(lc + 1):
                 m = min(mf[k], c1) - c0  # groups of the block with kf >= k
                 if m <= 0:
@@ -334,11 +334,11 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
         for l in range(1, lc):
             np.minimum(LT[l - 1], LT[l], out=LT[l])
         with np.errstate(divide="ignore"):
-            LT = np.log(LT)
+            LT = np.log(LT).astype(np.float64)
         LT += perm(two_log_sc)[None, :]
         log_L[:, :lc] = unperm(LT.T)
     with np.errstate(divide="ignore"):
-        return np.log(f) + two_log_sc, log_L
+        return np.log(f).astype(np.float64) + two_log_sc, log_L
 
 
 def _cumsum0(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -347,7 +347,7 @@ def _cumsum0(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if a.shape[1] < 256:
         return np.cumsum(a, axis=0, out=out)
     if out is None:
-        out = np.empty(a.shape)
+        out = np.empty(a.shape, dtype=a.dtype)
     if a.shape[0]:
         out[0] = a[0]
         for i in range(1, a.shape[0]):
@@ -374,9 +374,9 @@ def _deviations(
     """
     G = xm.size
     n = np.diff(off)
-    inv = 1.0 / sc  # exact (powers of two): x * inv == x / sc bit for bit
-    d = np.empty_like(v)
-    s1, s2 = np.zeros(G), np.zeros(G)
+    inv = (1.0 / sc).astype(WIDE)  # exact (powers of two): x * inv == x / sc bit for bit
+    d = np.empty(v.shape, dtype=WIDE)
+    s1, s2 = np.zeros(G, dtype=WIDE), np.zeros(G, dtype=WIDE)
     cuts = np.searchsorted(off, np.arange(0, v.size, _ROWS), side="right") - 1
     cuts = np.unique(np.concatenate([[0], cuts, [G]])).tolist()
     for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True):
@@ -397,7 +397,7 @@ def _deviations(
 def _core_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(sum d, sum d**2)`` over the disjoint, increasing row ranges ``[lo[g], hi[g])`` (0 when empty)."""
     G = lo.size
-    s1, s2 = np.zeros(G), np.zeros(G)
+    s1, s2 = np.zeros(G, dtype=d.dtype), np.zeros(G, dtype=d.dtype)
     ne = np.flatnonzero(hi > lo)
     if ne.size == 0:
         return s1, s2
@@ -412,12 +412,16 @@ def _core_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarra
     return s1, s2
 
 
-def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray) -> None:
+def _deep_windows(
+    v: np.ndarray, sc: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray
+) -> None:
     """Fill ``W[g, k]`` for ``kg[g] < k <= kf[g]`` (windows of n - k sorted values that may miss the median).
 
-    Loop over the window start a: sums of ``d_j - d_a`` and their squares accumulate rightward from a, so
-    the window ``[a, a + n - k)`` of every k >= a is read off one cumsum.  Only groups of n <= 2C + 1 take
-    part.  Work O(n) per (group, a).
+    Loop over the window start a: sums of ``(x_j - x_a) / sc`` and their squares accumulate rightward from
+    a, so the window ``[a, a + n - k)`` of every k >= a is read off one cumsum.  The differences are taken
+    from the values themselves (not from deviations from the median, which round away rows that are close
+    to each other but far from the median), then squared in WIDE precision.  Only groups of n <= 2C + 1
+    take part.  Work O(n) per (group, a).
     """
     sel = np.flatnonzero(kf > kg)
     if sel.size == 0:
@@ -429,17 +433,19 @@ def _deep_windows(d: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray,
     # same order as along its row
     jj = np.arange(width)[:, None]
     inside = jj < ns[None, :]
-    X = np.where(inside, d[np.clip(off[sel][None, :] + jj, 0, d.size - 1)], 0.0)
+    X = np.where(inside, v[np.clip(off[sel][None, :] + jj, 0, v.size - 1)], 0.0)
+    inv = (1.0 / sc[sel]).astype(WIDE)
     k_lo, k_hi = int(kg[sel].min()) + 1, int(kf[sel].max())
     ks = np.arange(k_lo, k_hi + 1)[:, None]
     w = ns[None, :] - ks  # window sizes n - k, [k, group]
     valid = (ks > kg[sel][None, :]) & (ks <= kf[sel][None, :]) & (w >= 1)
-    best = np.full(w.shape, np.inf)
+    best = np.full(w.shape, np.inf, dtype=WIDE)
     nf = ns.astype(np.float64)[None, :]
     deep = _prefix_counts(kf[sel], k_hi)
+    span = int((ns - kg[sel] - 1).max())  # a deep window (k > kg) holds at most n - kg - 1 rows
     for a in range(k_hi + 1):
         m, i0 = deep[a], max(a - k_lo, 0)  # only k >= a, and groups with kf >= a, can take a window at a
-        y = X[a:, :m] - X[a, :m]
+        y = (X[a : a + span, :m] - X[a, :m]).astype(WIDE) * inv[None, :m]  # |x_j - x_a| <= 2**1001: finite
         c1 = _cumsum0(y)
         c2 = _cumsum0(y * y)
         wa = w[i0:, :m]
@@ -475,11 +481,9 @@ def sum_bounds(s: Batch, a: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray,
     w = np.maximum(s.values - a[gid], 0.0)
     top = np.where(n > 0, w[np.maximum(off[1:] - 1, 0)], 0.0)
     sc = np.where(top > 0, pow2_floor(np.maximum(top, 2.0**-1000)), 1.0)
-    w = w / sc[gid]
+    w = w.astype(WIDE) / sc[gid]  # WIDE: the small terms must not underflow next to a huge top term
     cg = np.minimum(n, C)
-    pos = np.arange(w.size) - off[gid]
-    core = pos < n[gid] - cg[gid]
-    base = np.bincount(gid[core], weights=w[core], minlength=G)
+    base, _ = _core_sums(w, off[:-1], off[1:] - cg)
     jj = np.arange(C)
     ok = jj[None, :] < cg[:, None]
     tops = np.where(ok, w[np.clip(off[1:, None] - 1 - jj[None, :], 0, last)], 0.0)
@@ -490,7 +494,7 @@ def sum_bounds(s: Batch, a: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray,
     L = np.where(jj[None, :] + 1 < n[:, None], L, 0.0)
     with np.errstate(divide="ignore"):
         ls = np.log(sc)
-        return np.log(f) + ls, np.log(L) + ls[:, None], ls
+        return np.log(f).astype(np.float64) + ls, np.log(L).astype(np.float64) + ls[:, None], ls
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -509,6 +513,7 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     Cost split (SPLIT_VAR): a noisy count (0.05 eps) that only sets the grid ratio (:func:`grid_ratio`),
     then the ASM (0.95 eps); sequential composition, the grid being public once the count is released.
     """
+    need_wide("dp_var asymmetric")
     eps = budget.epsilon * SPLIT_VAR["asm"]
     eps2 = eps / (RATIO + 2.0)
     eps1 = RATIO * eps2
@@ -569,6 +574,7 @@ def _centred_sum(
     similar relative amounts on symmetric data, which largely cancels, and the error scales with
     ``mean |x - c|`` rather than with the distance to a lower end.
     """
+    need_wide("the asymmetric mean and sum")
     s = _bounded(batch, params).sorted()
     G = s.groups
     n = noisy_count(s, sp["count"] * eps, rng)

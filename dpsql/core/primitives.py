@@ -39,6 +39,20 @@ __all__ = [
 MAX_SPAN = 2**50
 
 
+#: Extended precision for sums of squares over the whole data domain: with values in [-2**1000, 2**1000],
+#: a squared deviation spans 2**-2148 .. 2**2002 in the units of one group, beyond float64's exponent
+#: range (a huge row used to make the rest of the group underflow to 0).  x86-64's 80-bit long double has
+#: a 15-bit exponent (up to 2**16383) and 64 significant bits.
+WIDE = np.longdouble
+WIDE_OK = bool(np.finfo(np.longdouble).maxexp >= 8192)
+
+
+def need_wide(what: str) -> None:
+    """Refuse (data-independently) a method whose exact bounds need :data:`WIDE` on a platform without it."""
+    if not WIDE_OK:
+        raise RuntimeError(f"{what} needs 80-bit extended floats (x86-64); this platform's long double is too narrow")
+
+
 def pow2_floor(x: np.ndarray) -> np.ndarray:
     """Largest power of two <= x (x > 0), exactly, elementwise."""
     m, e = np.frexp(np.asarray(x, dtype=np.float64))

@@ -29,14 +29,24 @@ __all__ = [
     "default_method",
     "privacy_cost",
     "validate",
+    "MIN_EPSILON",
     "MAX_EPSILON",
+    "MIN_RHO",
+    "MAX_RHO",
 ]
 
 #: aggregates the core computes; SQL adds dp_stddev (sqrt of var) and dp_median (quantile 0.5)
 AGGREGATES = ("count", "sum", "mean", "var", "quantile", "iqr")
 
+#: Accepted budgets per call.  The floor keeps every mechanism's noise scale (at most ~3 * 2**20 / eps
+#: grid steps, the clipped variance's share) below ``noise.MAX_SCALE`` = 2**48, where the samplers are
+#: exact; below it noise would be refused after the data were read (or, before issue 11, saturate to 0).
+MIN_EPSILON = 1e-6
 MAX_EPSILON = 1000.0
+MIN_RHO = MIN_EPSILON**2 / 2.0  # the zCDP cost of MIN_EPSILON-DP
 MAX_RHO = 1000.0
+#: public bounds must lie in the data domain (values are clamped to +-2**1000 anyway)
+MAX_BOUND = 2.0**1000
 
 
 class ParameterError(ValueError):
@@ -128,18 +138,18 @@ def _finite(x: float | None) -> bool:
 def validate(aggregate: str, method: Method, params: Params) -> None:
     """Check the parameters alone (no data); raise :class:`ParameterError` naming the argument."""
     fn = f"dp_{aggregate}"
-    if params.epsilon is not None and not (_finite(params.epsilon) and 0 < params.epsilon <= MAX_EPSILON):
-        raise ParameterError(f"{fn}: epsilon must be a finite number in (0, {MAX_EPSILON:g}]")
-    if params.rho is not None and not (_finite(params.rho) and 0 < params.rho <= MAX_RHO):
-        raise ParameterError(f"{fn}: rho must be a finite number in (0, {MAX_RHO:g}]")
+    if params.epsilon is not None and not (_finite(params.epsilon) and MIN_EPSILON <= params.epsilon <= MAX_EPSILON):
+        raise ParameterError(f"{fn}: epsilon must be a finite number in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+    if params.rho is not None and not (_finite(params.rho) and MIN_RHO <= params.rho <= MAX_RHO):
+        raise ParameterError(f"{fn}: rho must be a finite number in [{MIN_RHO:g}, {MAX_RHO:g}]")
     if params.delta is not None and not (_finite(params.delta) and 0 < params.delta < 1):
         raise ParameterError(f"{fn}: delta must be a finite number in (0, 1)")
     if params.epsilon is None and params.rho is None:
         raise ParameterError(f"{fn}: epsilon is required")
     for name in ("lower", "upper"):
         v = getattr(params, name)
-        if v is not None and not _finite(v):
-            raise ParameterError(f"{fn}: {name} must be a finite number")
+        if v is not None and not (_finite(v) and abs(v) <= MAX_BOUND):
+            raise ParameterError(f"{fn}: {name} must be a finite number in [-2**1000, 2**1000] (about 1.07e301)")
     if params.lower is not None and params.upper is not None and params.lower > params.upper:
         raise ParameterError(f"{fn}: lower must not exceed upper")
     if method.requires_bounds and (params.lower is None or params.upper is None):
@@ -155,6 +165,8 @@ def validate(aggregate: str, method: Method, params: Params) -> None:
         raise ParameterError(
             f"{fn}: method {method.name!r} is zCDP; give rho := ..., or epsilon := ... with delta := ..."
         )
+    if method.notion == "zcdp" and params.rho is None and epsilon_to_rho(params.epsilon, params.delta) < MIN_RHO:
+        raise ParameterError(f"{fn}: the rho implied by epsilon and delta is below the floor {MIN_RHO:g}")
 
 
 def privacy_cost(aggregate: str, method: str | None = None, **kw: float | None) -> Privacy:

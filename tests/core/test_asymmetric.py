@@ -257,3 +257,30 @@ def test_run_skipping_scan_matches_the_query_by_query_scan():
     slow = grid[first]
     assert ks_2samp(np.log(fast + 1e-300), np.log(slow + 1e-300)).pvalue > 0.001
     assert abs(np.mean(fast == 0) - np.mean(slow == 0)) < 0.03
+
+
+# --------------------------------------------------------------------------- extremes (issue 11)
+
+
+@pytest.mark.parametrize("far", [1e170, 1e300, 2.0**1000, float("inf"), -1e300])
+def test_bounds_keep_the_rest_when_one_row_is_huge(far):
+    """Removing one huge row leaves the variance (sum) of the rest: the bulk's squared deviations, in units
+    of the huge row's scale, used to underflow to 0 (L^1 = 0, dp_var collapsed to ~0 for any row >~ 1e154)."""
+    for bulk in (np.random.default_rng(1).normal(100.0, 29.0, 50), np.random.default_rng(2).normal(0.0, 1e-30, 50)):
+        x = sorted(list(bulk) + [far])
+        _, lL = A.var_bounds(Batch.from_lists([x]).sorted(), 3)
+        assert math.isclose(math.exp(lL[0, 0]), bulk.var(), rel_tol=1e-9)  # L^1: drop the huge row
+        if far > 0:
+            _, lS, _ = A.sum_bounds(Batch.from_lists([x]).sorted(), np.full(1, bulk.min()), 3)
+            assert math.isclose(math.exp(lS[0, 0]), float(np.sum(bulk - bulk.min())), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("far", [1e300, float("inf")])
+def test_var_is_private_with_one_huge_row(far):
+    """The issue 11 repro: 5,000 rows of N(100, 29^2) vs the same plus one row at 1e300 or +inf."""
+    base = list(np.random.default_rng(0).normal(100.0, 29.0, 5000))
+    rng = Rng.seeded(zlib.crc32(f"huge{far}".encode()))
+    a = _runs("var", {}, base, 400, rng)
+    b = _runs("var", {}, base + [far], 400, rng)
+    assert np.median(b) > 100 and np.median(a) > 100
+    assert empirical_epsilon(a, b) <= 1.0

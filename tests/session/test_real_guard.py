@@ -160,3 +160,38 @@ def test_ledger_rows_identical_on_neighbouring_databases(tmp_path: Path, query: 
         [c] = dpsql.admin(db).charges()
         rows.append((c.kind, c.accounting, c.amount, c.delta, c.query_sha256, c.mechanisms, c.status))
     assert rows[0] == rows[1]
+
+
+# issue 11: parameters at the extremes are refused with E060 before any data is read or any charge is made
+EXTREME_PARAMETERS = [
+    # the repro: a tiny epsilon used to release the exact count (noise saturated to 0)
+    "SELECT dp_count(*, epsilon := 1e-30) FROM visits WHERE patient_id = 7 AND clinic = 'A'",
+    "SELECT dp_sum(cost, epsilon := 1e-30, method := 'clipped', lower := 0, upper := 100) FROM visits",
+    "SELECT dp_mean(cost, epsilon := 1e-30, method := 'bounded', lower := 0, upper := 100) FROM visits",
+    "SELECT dp_median(cost, epsilon := 1e-30) FROM visits",
+    "SELECT dp_iqr(cost, epsilon := 1e-30) FROM visits",
+    "SELECT dp_count(*, epsilon := 9.9e-7) FROM visits",
+    "SELECT dp_count(*, epsilon := 5e-324) FROM visits",
+    "SELECT dp_count(*, epsilon := 1000.5) FROM visits",
+    "SELECT dp_var(cost, epsilon := 1, method := 'clipped', lower := -1e308, upper := 1e308) FROM visits",
+    "SELECT clinic, dp_count(*, epsilon := 1e-16) FROM visits WHERE cost > 98 GROUP BY clinic",
+]
+
+
+@pytest.mark.parametrize("sql", EXTREME_PARAMETERS)
+def test_extreme_parameters_are_refused_with_e060_uncharged(real, db: Path, tripwire, sql: str) -> None:
+    tripwire.armed = True
+    with pytest.raises(PrivacyError) as err:
+        real.sql(sql)
+    assert err.value.code == "DPSQL-E060", (err.value.code, str(err.value))
+    assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
+
+
+@pytest.mark.parametrize("eps", ["1e-6", "1000"])
+def test_the_epsilon_floor_and_ceiling_are_accepted(tmp_path: Path, eps: str) -> None:
+    db = make_db(tmp_path / "h.duckdb")
+    dpsql.admin(db).grant("alice", epsilon=20000)  # 6 queries x 3 rows per unit x 1000
+    with dpsql.connect(db, analyst="alice") as s:
+        for agg in ("dp_count(*", "dp_sum(cost", "dp_mean(cost", "dp_var(cost", "dp_median(cost", "dp_iqr(cost"):
+            rows = s.sql(f"SELECT {agg}, epsilon := {eps}) FROM visits").rows
+            assert len(rows) == 1
