@@ -74,3 +74,81 @@ def outputs(mechanism: Callable[[int], np.ndarray], runs: int) -> np.ndarray:
     """Collect ``runs`` outputs; ``mechanism(k)`` returns a batch of k outputs (vectorised over groups:
     put the same dataset in k groups to get k independent runs in one call)."""
     return np.asarray(mechanism(runs), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the adversarial matrix (issue 11)
+
+_BASE = [float(v) for v in np.random.default_rng(20261125).normal(5.0, 2.0, 40)]
+
+#: Neighbouring datasets (D, D + one row) at the extremes of what a column can hold.  Integer extremes are
+#: given as the DOUBLE the binding converts them to (BIGINT and HUGEINT maxima round to the nearest DOUBLE).
+EXTREME_NEIGHBOURS: dict[str, tuple[list[float], list[float]]] = {
+    "empty_vs_one": ([], [1.0]),
+    "one_at_+1e300": (_BASE, _BASE + [1e300]),
+    "one_at_-1e300": (_BASE, _BASE + [-1e300]),
+    "one_at_+inf": (_BASE, _BASE + [math.inf]),
+    "one_at_-inf": (_BASE, _BASE + [-math.inf]),
+    "one_at_2^1000": (_BASE, _BASE + [2.0**1000]),
+    "bigint_max": (_BASE, _BASE + [float(2**63 - 1)]),
+    "hugeint_min": (_BASE, _BASE + [float(-(2**127))]),
+    "subnormal": (_BASE, _BASE + [5e-324]),
+    "far_outlier_1e15": (_BASE, _BASE + [1e15]),
+    "equal_plus_far": ([3.0] * 40, [3.0] * 40 + [1e300]),
+    "two_far_clusters": ([-1e200] * 20 + [1e200] * 20, [-1e200] * 20 + [1e200] * 21),
+}
+
+#: the fast subset run in CI at the epsilon floor and ceiling (every pair runs at epsilon = 1)
+EDGE_PAIRS = ("empty_vs_one", "one_at_+inf", "equal_plus_far")
+ZCDP_DELTA = 1e-3  # a rho-zCDP claim is tested as its (eps, delta) conversion at this delta
+
+
+def matrix_params(aggregate: str, method: str, epsilon: float, p: float = 0.5, bounds: tuple | None = None):
+    """Parameters for one matrix cell: the budget as ``epsilon`` (pure) or ``rho = epsilon**2 / 2`` clamped
+    into the accepted range (zCDP); bounds (0, 10) where the method needs them."""
+    from .core.registry import MAX_RHO, MIN_RHO, Params, get_method
+
+    m = get_method(aggregate, method)
+    if bounds is None and m.requires_bounds:
+        bounds = (0.0, 10.0)
+    lower, upper = bounds if bounds is not None else (None, None)
+    kw: dict = {"lower": lower, "upper": upper, "p": p if aggregate == "quantile" else None}
+    if m.notion == "pure":
+        kw["epsilon"] = epsilon
+    else:
+        kw["rho"] = min(max(epsilon * epsilon / 2.0, MIN_RHO), MAX_RHO)
+    return Params(**kw)
+
+
+def matrix_claim(aggregate: str, method: str, params) -> float:
+    """The epsilon an empirical lower bound is held against: eps (pure) or the (eps, ZCDP_DELTA) conversion."""
+    from .core.accounting import rho_to_epsilon
+    from .core.registry import get_method
+
+    if get_method(aggregate, method).notion == "pure":
+        return float(params.epsilon)
+    return rho_to_epsilon(float(params.rho), ZCDP_DELTA)
+
+
+def matrix_cell(aggregate: str, method: str, params, pair: str, runs: int, seed: int) -> tuple[float, float, str]:
+    """``(empirical eps, claim, note)`` for one method on one neighbour pair; ``runs`` releases per side.
+
+    Any exception is a failure of the cell (no exception may depend on data), reported in ``note``."""
+    from .core import Batch, run
+    from .noise import Rng
+
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    rng = Rng.seeded(seed)
+    a = run(aggregate, Batch.from_lists([d] * runs), params, method=method, rng=rng)
+    b = run(aggregate, Batch.from_lists([d2] * runs), params, method=method, rng=rng)
+    note = ""
+    for name, out in (("D", a), ("D'", b)):
+        if np.any(np.isinf(out)):
+            note += f"inf on {name}; "
+    return empirical_epsilon(a, b), matrix_claim(aggregate, method, params), note
+
+
+def matrix_methods() -> list[tuple[str, str]]:
+    """Every registered (aggregate, method)."""
+    from .core.registry import AGGREGATES, methods
+
+    return [(a, m) for a in AGGREGATES for m in methods(a)]
