@@ -527,7 +527,8 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
         cap = np.full(s.groups, np.inf)
     t = asm_scan(log_f, log_L, np.zeros((s.groups, 0)), cap, eps1, eps2, rng, lb)
     if params.lower is not None and params.upper is not None:
-        t = np.minimum(t, (params.upper - params.lower) ** 2 / 4.0)
+        with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
+            t = np.minimum(t, np.square(np.float64(params.upper / 2.0 - params.lower / 2.0)))
     return t
 
 

@@ -94,7 +94,8 @@ def finish(agg: str, n: np.ndarray, k1: np.ndarray, k2: np.ndarray | None, budge
     Q = release_fixed_sum(k2, np.full(G, s2), SPLIT_VAR["sumsq"] * eps, rng)
     nn = noisy_count_of(n, SPLIT_VAR["count"] * eps, rng)
     m = np.maximum(nn, 1.0)
-    var = np.clip(Q / m - (S / m) ** 2, 0.0, h * h)
+    # in units of h and h**2, so that no intermediate overflows (h * h is finite: checked up front)
+    var = h * h * np.clip(Q / (h * h) / m - (S / h / m) ** 2, 0.0, 1.0) if h > 0 else np.zeros(G)
     return np.where(nn >= 2.0, var, np.nan)
 
 
@@ -170,4 +171,5 @@ for _agg, _fn, _summary in (
     ("quantile", run_quantile, "exponential mechanism on the grid of [lower, upper]"),
     ("iqr", run_iqr, "two exponential mechanisms on the grid of [lower, upper]"),
 ):
-    register(Method(_agg, "clipped", "pure", _fn, _summary, requires_bounds=True, source=_SRC))
+    register(Method(_agg, "clipped", "pure", _fn, _summary, requires_bounds=True, source=_SRC,
+                    check=lambda p, a=_agg: None if p.lower is None or p.upper is None else sensitivities(a, p)))

@@ -72,6 +72,7 @@ def _seg_count(batch: Batch, g: np.ndarray, t: np.ndarray, side: str, comp: np.n
     if batch.groups == 1:
         return np.searchsorted(batch.sorted().values, t, side=side)
     comp = batch.composite() if comp is None else comp
+    t = np.clip(t, -np.finfo(np.float64).max, np.finfo(np.float64).max)  # g + 1j * inf has a NaN real part
     pos = np.searchsorted(comp, g.astype(np.float64) + 1j * t, side=side)
     return pos - batch.offsets[g]
 
@@ -190,7 +191,8 @@ def release_fixed_sum(sums: np.ndarray, sensitivity: np.ndarray, epsilon: float,
     sens, gamma = fixed_point_grid(sensitivity)
     steps = np.ceil(sens / gamma + 0.5)
     noise = discrete_laplace(steps / epsilon, rng)
-    return (np.asarray(sums, dtype=np.int64) + noise).astype(np.float64) * gamma
+    with np.errstate(over="ignore"):  # +-inf past float64: post-processing of the released integer
+        return (np.asarray(sums, dtype=np.int64) + noise).astype(np.float64) * gamma
 
 
 def _segment_sum_int(k: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -38,9 +38,10 @@ __all__ = [
 #: aggregates the core computes; SQL adds dp_stddev (sqrt of var) and dp_median (quantile 0.5)
 AGGREGATES = ("count", "sum", "mean", "var", "quantile", "iqr")
 
-#: Accepted budgets per call.  The floor keeps every mechanism's noise scale (at most ~3 * 2**20 / eps
-#: grid steps, the clipped variance's share) below ``noise.MAX_SCALE`` = 2**48, where the samplers are
-#: exact; below it noise would be refused after the data were read (or, before issue 11, saturate to 0).
+#: Accepted budgets per call.  The floor keeps every mechanism's noise scale (at most ~1.6e7 / eps grid
+#: steps, the subset mean's; measured over all methods) below ``noise.MAX_SCALE`` = 2**48 (2.8e14), where
+#: the samplers are exact: an 18x margin.  Below it noise used to saturate to 0 (a tiny epsilon released
+#: exact answers) and would now be refused after the data were read.
 MIN_EPSILON = 1e-6
 MAX_EPSILON = 1000.0
 MIN_RHO = MIN_EPSILON**2 / 2.0  # the zCDP cost of MIN_EPSILON-DP
@@ -79,6 +80,9 @@ class Method:
     summary: str
     requires_bounds: bool = False
     source: str = ""  # e.g. "seed 003, Alg. 8"
+    #: extra parameter-only checks of this method (raise ParameterError); run by :func:`validate`, so the
+    #: guard refuses the call (E060) before any charge instead of the method failing after it
+    check: Callable[[Params], None] | None = None
 
 
 _REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
@@ -165,6 +169,8 @@ def validate(aggregate: str, method: Method, params: Params) -> None:
         raise ParameterError(
             f"{fn}: method {method.name!r} is zCDP; give rho := ..., or epsilon := ... with delta := ..."
         )
+    if method.check is not None:
+        method.check(params)
     if method.notion == "zcdp" and params.rho is None and epsilon_to_rho(params.epsilon, params.delta) < MIN_RHO:
         raise ParameterError(f"{fn}: the rho implied by epsilon and delta is below the floor {MIN_RHO:g}")
 

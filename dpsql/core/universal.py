@@ -380,7 +380,8 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     sub = _subsample(zb, eta, rng)
     R = radius(sub, np.zeros(G), bz, _amplified(sp["radius"] * eps, eta), rng, params.beta)
     if params.lower is not None and params.upper is not None:
-        R = np.minimum(R, (params.upper - params.lower) ** 2)
+        with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
+            R = np.minimum(R, np.square(np.float64(params.upper - params.lower)))
     zc = np.minimum(zb.values, _rows(R, zb))
     total = release_sum(zc, zb.offsets, R, sp["sum"] * eps, rng)
     n = noisy_count(s, sp["count"] * eps, rng)

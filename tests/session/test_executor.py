@@ -37,9 +37,15 @@ def test_settings(ex: Executor, name: str, value: str) -> None:
 
 
 def test_hardening_names_exist_on_this_duckdb() -> None:
+    """Every hardening setting is known to this DuckDB: it can be set and read back (DuckDB 2.0.1 no longer
+    lists error_on_division_by_zero in duckdb_settings(), but still accepts and reports it)."""
     con = duckdb.connect()
-    names = {r[0] for r in con.execute("SELECT name FROM duckdb_settings()").fetchall()}
-    assert {n for n, _ in HARDENING} <= names
+    for name, value in HARDENING:
+        if name == "lock_configuration":
+            continue  # locking is checked on the executor itself (test_settings)
+        con.execute(f"SET {name} = {value}")
+        got = con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0]
+        assert str(got).lower() == value, (name, got)
 
 
 @pytest.mark.parametrize("sql", [

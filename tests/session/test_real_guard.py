@@ -174,6 +174,8 @@ EXTREME_PARAMETERS = [
     "SELECT dp_count(*, epsilon := 5e-324) FROM visits",
     "SELECT dp_count(*, epsilon := 1000.5) FROM visits",
     "SELECT dp_var(cost, epsilon := 1, method := 'clipped', lower := -1e308, upper := 1e308) FROM visits",
+    "SELECT dp_var(cost, epsilon := 1, method := 'clipped', lower := -1e301, upper := 1e301) FROM visits",
+    "SELECT dp_mean(cost, epsilon := 1e-5, delta := 1e-300, method := 'trimmed_lln') FROM visits",
     "SELECT clinic, dp_count(*, epsilon := 1e-16) FROM visits WHERE cost > 98 GROUP BY clinic",
 ]
 
