@@ -128,3 +128,20 @@ def test_production_install_uses_csprng():
     dpsql.install(c)
     a = c.execute("SELECT dp_count(1, epsilon := 1) FROM range(10)").fetchone()[0]
     assert np.isfinite(a)
+
+
+@pytest.mark.parametrize("far", ["1e300", "'inf'::DOUBLE", "170141183460469231731687303715884105727::HUGEINT"])
+def test_dp_var_survives_one_huge_row(far):
+    """Issue 11: 5,000 rows of N(100, 29^2) plus ONE row at 1e300 or +inf made dp_var / dp_stddev ~0 in
+    every run (the rest of the group underflowed); removing the row must not move the answer much."""
+    c = duckdb.connect()
+    dpsql.install(c, rng=Rng.seeded(7))
+    x = np.random.default_rng(0).normal(100.0, 29.0, 5000)
+    c.execute("CREATE TABLE t(g INTEGER, x DOUBLE)")
+    c.execute("INSERT INTO t SELECT (i % 20)::INTEGER, v FROM (SELECT unnest(?) AS v, unnest(range(5000)) AS i)",
+              [x.tolist()])
+    c.execute(f"INSERT INTO t SELECT g, {far} FROM range(20) r(g)")  # one huge row in each of 20 groups
+    rows = c.execute("SELECT g, dp_var(x, epsilon := 1), dp_stddev(x, epsilon := 1) FROM t GROUP BY g").fetchall()
+    assert len(rows) == 20
+    # each group holds 250 ordinary rows: variance ~841, never the collapsed ~0
+    assert all(v > 100 and sd > 10 for _, v, sd in rows), rows
