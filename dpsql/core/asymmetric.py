@@ -622,7 +622,8 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     eps = budget.epsilon
     sp = SPLIT_MEAN_LOWER if params.lower is not None else SPLIT_MEAN
     c, S, n = _centred_sum(batch, params, eps, sp, rng)
-    return c * np.maximum(n, 0.0) + S
+    with np.errstate(over="ignore", invalid="ignore"):  # +-inf past float64: post-processing of releases
+        return c * np.maximum(n, 0.0) + S
 
 
 _SRC = "seed 002 (Durfee), add/remove form"
