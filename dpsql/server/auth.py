@@ -7,6 +7,7 @@ never passwords.  The file sits next to the database (``<db>.passwords``), mode 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -34,6 +35,17 @@ def make_verifier(password: str, *, salt: bytes | None = None, iterations: int =
     stored = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
     server = _hmac(salted, b"Server Key")
     return f"{MECHANISM}${iterations}:{_b64(salt)}${_b64(stored)}:{_b64(server)}"
+
+
+def mock_verifier(secret: bytes, principal: str) -> str:
+    """A stable stand-in verifier for a principal that does not exist: salt and keys are HMACs of a server
+    secret and the name.  The salt is the same on every attempt (a fresh random salt for unknown names only
+    told them apart from real ones), and no PBKDF2 runs (a real login only parses its stored verifier, so
+    the work is the same)."""
+    name = unicodedata.normalize("NFKC", principal).encode()
+    salt = _hmac(secret, b"salt\0" + name)[:16]
+    stored, server = _hmac(secret, b"stored\0" + name), _hmac(secret, b"server\0" + name)
+    return f"{MECHANISM}${ITERATIONS}:{_b64(salt)}${_b64(stored)}:{_b64(server)}"
 
 
 def parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
@@ -84,19 +96,27 @@ class PasswordStore:
     def verifier(self, principal: str) -> str | None:
         return self._load().get(principal)
 
+    def mock_secret(self) -> bytes:
+        """The secret behind :func:`mock_verifier` (``<passwords>.key``, 32 random bytes, mode 0600, made on
+        first use and kept, so an unknown name's salt is stable across restarts as a real one's is)."""
+        key = self.path.with_suffix(self.path.suffix + ".key")
+        if not key.exists():
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(secrets.token_bytes(32))
+        return key.read_bytes()
+
     def principals(self) -> list[str]:
         return sorted(self._load())
 
 
 class ScramExchange:
-    """Server side of one SCRAM-SHA-256 exchange.  ``verifier`` None simulates a user that does not exist."""
+    """Server side of one SCRAM-SHA-256 exchange.  ``known=False`` simulates a user that does not exist
+    (give it :func:`mock_verifier`'s stand-in: the same messages as for a real user, never a success)."""
 
-    def __init__(self, verifier: str | None) -> None:
-        if verifier is None:  # same messages as for a real user, so principals cannot be enumerated
-            verifier = make_verifier(secrets.token_hex(16))
-            self._known = False
-        else:
-            self._known = True
+    def __init__(self, verifier: str, known: bool = True) -> None:
+        self._known = known
         self.iterations, self.salt, self.stored_key, self.server_key = parse_verifier(verifier)
         self._client_first_bare = ""
         self._server_first = ""

@@ -27,13 +27,19 @@ import pyarrow as pa
 
 from ..errors import PrivacyError
 from . import types as t
-from .auth import MECHANISM, PasswordStore, ScramExchange
+from .auth import MECHANISM, PasswordStore, ScramExchange, mock_verifier
 from .catalog import SETTINGS, Catalog
 from .sqltext import max_placeholder, split_statements, strip_comments, substitute
 
 log = logging.getLogger(__name__)
 
 SSL_REQUEST, GSSENC_REQUEST, CANCEL_REQUEST, PROTOCOL_3 = 80877103, 80877104, 80877102, 196608
+#: Limits (issue 13): a message before authentication is at most PRE_AUTH_MAX_MESSAGE bytes (SCRAM messages
+#: are ~100 bytes; a declared 300 MiB SASL message used to be read into memory); after it, ``max_message``.
+PRE_AUTH_MAX_MESSAGE = 8192
+MAX_MESSAGE = 64 << 20
+MAX_CONNECTIONS = 128
+STARTUP_TIMEOUT = 10.0  # seconds from accept to an authenticated session
 
 SessionFactory = Callable[[str], Any]
 
@@ -120,6 +126,7 @@ class Connection:
         self.session: Any = None
         self.catalog: Catalog | None = None
         self.user = ""
+        self.authenticated = False
         self.txn = "I"
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -139,7 +146,8 @@ class Connection:
     async def read_message(self) -> tuple[bytes, bytes]:
         head = await self.reader.readexactly(5)
         (length,) = struct.unpack("!i", head[1:])
-        if length < 4 or length > 1 << 30:
+        limit = self.server.max_message if self.authenticated else PRE_AUTH_MAX_MESSAGE
+        if length < 4 or length > limit:
             raise ConnectionError("bad message length")
         return head[:1], await self.reader.readexactly(length - 4)
 
@@ -187,7 +195,13 @@ class Connection:
                 return False
             break
         items = body[4:].split(b"\0")
-        params = {items[i].decode(): items[i + 1].decode() for i in range(0, len(items) - 1, 2) if items[i]}
+        try:
+            params = {items[i].decode(): items[i + 1].decode() for i in range(0, len(items) - 1, 2) if items[i]}
+        except UnicodeDecodeError:
+            self.send_error(WireError("08P01", "invalid startup packet: names and values must be UTF-8",
+                                      severity="FATAL"))
+            await self.flush()
+            return False
         self.user = params.get("user", "")
         if self.server.ssl_context is not None and self.server.require_tls and not tls:
             self.send_error(WireError("28000", "dpsql requires TLS (connect with sslmode=require)", severity="FATAL"))
@@ -215,6 +229,7 @@ class Connection:
         self.send(b"K", struct.pack("!ii", os.getpid() & 0x7FFFFFFF, secrets.randbits(31)))
         self.send(b"Z", self.txn.encode())
         await self.flush()
+        self.authenticated = True
         return True
 
     async def authenticate(self) -> bool:
@@ -222,7 +237,8 @@ class Connection:
             return True
         store = self.server.passwords
         verifier = store.verifier(self.user) if store is not None else None
-        scram = ScramExchange(verifier)
+        known = verifier is not None
+        scram = ScramExchange(verifier if known else mock_verifier(self.server.mock_secret, self.user), known)
         self.send(b"R", struct.pack("!i", 10) + MECHANISM.encode() + b"\0\0")
         await self.flush()
         fail = WireError("28P01", f'password authentication failed for user "{self.user}"', severity="FATAL")
@@ -514,7 +530,11 @@ class Connection:
 
     # ------------------------------------------------------------------ main loop
     async def serve(self) -> None:
-        if not await self.startup():
+        try:  # an unauthenticated client cannot hold a connection open
+            async with asyncio.timeout(self.server.startup_timeout):
+                if not await self.startup():
+                    return
+        except TimeoutError:
             return
         skipping = False
         while True:
@@ -590,7 +610,8 @@ class PgServer:
     def __init__(self, session_factory: SessionFactory, *, host: str = "127.0.0.1", port: int = 5433,
                  passwords: PasswordStore | None = None, auth: str = "scram",
                  ssl_context: ssl.SSLContext | None = None, require_tls: bool = True,
-                 database_name: str = "dpsql") -> None:
+                 database_name: str = "dpsql", max_connections: int = MAX_CONNECTIONS,
+                 startup_timeout: float = STARTUP_TIMEOUT, max_message: int = MAX_MESSAGE) -> None:
         if auth not in ("scram", "trust"):
             raise ValueError("auth must be 'scram' or 'trust'")
         self.session_factory = session_factory
@@ -598,12 +619,20 @@ class PgServer:
         self.passwords, self.auth = passwords, auth
         self.ssl_context, self.require_tls = ssl_context, require_tls
         self.database_name = database_name
+        self.max_connections, self.startup_timeout, self.max_message = max_connections, startup_timeout, max_message
+        self.mock_secret = passwords.mock_secret() if passwords is not None else secrets.token_bytes(32)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer)
+        if len(self.connections) >= self.max_connections:
+            conn.send_error(WireError("53300", "too many connections", severity="FATAL"))
+            with contextlib.suppress(Exception):
+                await conn.flush()
+            await conn.close()
+            return
         self.connections.add(conn)
         task = asyncio.current_task()
         if task is not None:

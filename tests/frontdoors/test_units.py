@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from dpsql.server import types as t
-from dpsql.server.auth import ScramExchange, make_verifier
+from dpsql.server.auth import ScramExchange, make_verifier, mock_verifier
 from dpsql.server.catalog import Catalog
 from dpsql.server.sqltext import max_placeholder, split_statements, substitute
 
@@ -79,7 +79,7 @@ def test_scram_exchange(password: str, ok: bool) -> None:
 
 
 def test_scram_unknown_user_fails_like_a_wrong_password() -> None:
-    ex = ScramExchange(None)
+    ex = ScramExchange(mock_verifier(b"k" * 32, "mallory"), known=False)
     server_first = ex.first(b"n,,n=,r=abcdef").decode()
     assert ex.final(_client_final("anything", "n=,r=abcdef", server_first).encode()) is None
 

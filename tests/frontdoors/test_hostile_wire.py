@@ -1,0 +1,139 @@
+"""The wire server against hostile clients before they authenticate (issue 13, findings 2, 5 and 6):
+bounded messages, a startup timeout, a connection cap, no traceback for a malformed startup packet, and no
+principal enumeration through the SCRAM salt.  Raw sockets on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+
+import pytest
+
+from dpsql.server.auth import PasswordStore
+from dpsql.server.pgwire import PgServer, running
+
+from .fakes import FakeWorld
+
+
+def _startup(user: bytes) -> bytes:
+    body = struct.pack("!i", 196608) + b"user\0" + user + b"\0database\0dpsql\0\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def _read(s: socket.socket) -> tuple[bytes, bytes] | None:
+    """One backend message, or None when the server closed the connection."""
+    head = b""
+    while len(head) < 5:
+        chunk = s.recv(5 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = struct.unpack("!i", head[1:])
+    body = b""
+    while len(body) < n - 4:
+        chunk = s.recv(n - 4 - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return head[:1], body
+
+
+def _closed_within(s: socket.socket, seconds: float) -> bool:
+    s.settimeout(seconds)
+    try:
+        while True:
+            m = _read(s)
+            if m is None:
+                return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _connect(addr) -> socket.socket:
+    s = socket.create_connection(addr, timeout=5)
+    return s
+
+
+@pytest.fixture
+def hardened(world: FakeWorld, passwords: PasswordStore):
+    server = PgServer(world.connect, host="127.0.0.1", port=0, passwords=passwords, max_connections=4,
+                      startup_timeout=1.0)
+    with running(server) as addr:
+        yield addr, server
+
+
+def test_a_huge_message_before_authentication_is_refused_at_once(hardened) -> None:
+    addr, _ = hardened
+    with _connect(addr) as s:
+        s.sendall(_startup(b"alice"))
+        kind, _ = _read(s)
+        assert kind == b"R"  # SASL request
+        s.sendall(b"p" + struct.pack("!i", 300 << 20))  # declares 300 MiB, sends none of it
+        assert _closed_within(s, 0.9)  # closed before the startup timeout: not waiting for 300 MiB
+
+
+def test_an_idle_unauthenticated_connection_is_closed(hardened) -> None:
+    addr, _ = hardened
+    with _connect(addr) as s:
+        t = time.monotonic()
+        assert _closed_within(s, 5.0)
+        assert time.monotonic() - t < 4.0
+
+
+def test_the_connection_cap(hardened) -> None:
+    addr, _ = hardened
+    idle = [_connect(addr) for _ in range(4)]
+    try:
+        time.sleep(0.2)
+        with _connect(addr) as s:
+            s.sendall(_startup(b"alice"))
+            s.settimeout(3)
+            kind, body = _read(s)
+            assert kind == b"E" and b"53300" in body and b"too many connections" in body
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_non_utf8_user_name_is_refused_without_a_traceback(hardened, caplog) -> None:
+    addr, _ = hardened
+    with caplog.at_level(logging.ERROR, logger="dpsql"), _connect(addr) as s:
+        s.sendall(_startup(b"\xff\xfe"))
+        s.settimeout(3)
+        kind, body = _read(s)
+        assert kind == b"E" and b"08P01" in body
+    time.sleep(0.1)
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def _salt(addr, user: bytes) -> bytes:
+    with _connect(addr) as s:
+        s.sendall(_startup(user))
+        kind, _ = _read(s)
+        assert kind == b"R"
+        first = b"n,,n=,r=clientnonce"
+        s.sendall(b"p" + struct.pack("!i", 4 + len(b"SCRAM-SHA-256\0") + 4 + len(first))
+                  + b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first)
+        kind, body = _read(s)
+        assert kind == b"R" and struct.unpack("!i", body[:4])[0] == 11
+        attrs = dict(a.split(b"=", 1) for a in body[4:].split(b","))
+        return attrs[b"s"]
+
+
+def test_an_unknown_principal_has_a_stable_salt_like_a_real_one(hardened) -> None:
+    addr, _ = hardened
+    assert _salt(addr, b"alice") == _salt(addr, b"alice")
+    assert _salt(addr, b"mallory") == _salt(addr, b"mallory")  # was a fresh random salt on every attempt
+    assert _salt(addr, b"mallory") != _salt(addr, b"trudy")
+
+
+def test_the_mock_salt_survives_a_restart(world: FakeWorld, passwords: PasswordStore) -> None:
+    salts = []
+    for _ in range(2):
+        with running(PgServer(world.connect, host="127.0.0.1", port=0, passwords=passwords)) as addr:
+            salts.append(_salt(addr, b"mallory"))
+    assert salts[0] == salts[1]
