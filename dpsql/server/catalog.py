@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -281,6 +282,13 @@ def _table_refs(sql: str) -> set[str] | None:
 
 
 _CATALOG_NAME = re.compile(r"^(pg_\w+|information_schema_\w+)$")
+#: DuckDB's own functions that no PostgreSQL client sends: introspection (settings, home and secret
+#: directories, memory), file readers and unbounded row generators (issue 13, finding 4)
+_DUCKDB_ONLY = re.compile(
+    r"\b(duckdb_\w+|pragma_\w+|read_\w+|glob|sniff_csv|which_secret|query|query_table|range|parquet_\w+"
+    r"|iceberg_\w+|delta_scan|sqlite_\w+|postgres_\w+|mysql_\w+|current_setting_raw|getenv)\s*\(", re.I)
+CATALOG_SECONDS = 2.0  # work per catalog query before it is interrupted
+CATALOG_ROWS = 100_000
 
 
 class Catalog:
@@ -305,6 +313,8 @@ class Catalog:
         code = " ".join(bare[a:b] for kind, a, b in _segments(bare) if not bare[a:b].startswith("'"))
         if re.search(r"\bdp_\w+\s*\(", code, re.I) or re.search(r"\bdpsql_\w+", code, re.I):
             return False
+        if _DUCKDB_ONLY.search(code):
+            return False  # DuckDB's own introspection, file readers and row generators: the guard refuses them
         refs = _table_refs(sql)
         if refs is None:
             words = {w.lower() for w in re.findall(r"[A-Za-z_][\w$]*", code)}
@@ -376,14 +386,20 @@ class Catalog:
                     [self.database])
 
     def execute(self, sql: str) -> pa.Table:
-        """Run a catalog query; statements the emulation cannot answer give an empty result, not an error."""
+        """Run a catalog query; statements the emulation cannot answer give an empty result, not an error.
+
+        At most CATALOG_SECONDS of work (then DuckDB is interrupted) and CATALOG_ROWS rows: the route is
+        uncharged, so it must not be a free CPU or memory sink."""
         con = self._connection().cursor()
+        timer = threading.Timer(CATALOG_SECONDS, con.interrupt)
+        timer.start()
         try:
-            return con.sql(rewrite(sql)).to_arrow_table()
+            return con.sql(rewrite(sql)).limit(CATALOG_ROWS).to_arrow_table()
         except duckdb.Error as e:
             log.info("catalog query answered empty (%s): %s", str(e).splitlines()[0][:300], sql)
             return pa.table({})
         finally:
+            timer.cancel()
             con.close()
 
     def describe(self, sql: str) -> list[tuple[str, int]]:

@@ -103,3 +103,20 @@ def test_catalog_routing_and_isolation() -> None:
     # the catalog connection holds no data and may not read files
     assert cat.execute("SELECT * FROM read_csv('/etc/passwd')").num_columns == 0
     assert cat.execute("SELECT * FROM flights").num_columns == 0
+
+
+def test_catalog_route_is_closed_to_duckdb_introspection_and_bounded() -> None:
+    """Issue 13 finding 4: the uncharged catalog route ran any table-free DuckDB SQL (duckdb_settings()
+    showed the server's home and secret directories; range(6e9) burned a minute of CPU per call)."""
+    import time
+
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    for sql in ("SELECT name, value FROM duckdb_settings()", "SELECT * FROM duckdb_secrets()",
+                "SELECT sum(x) FROM range(6000000000) t(x)", "SELECT * FROM read_csv('/etc/passwd')",
+                "SELECT * FROM pragma_database_size()", "SELECT getenv('HOME')"):
+        assert not cat.handles(sql), sql  # goes to the guard, which refuses it
+    t = time.monotonic()
+    out = cat.execute("SELECT max(a.x + b.x) FROM generate_series(1, 100000) a(x), generate_series(1, 100000) b(x)")
+    assert time.monotonic() - t < 10  # interrupted after CATALOG_SECONDS, answered empty
+    assert out.num_rows <= 1
+    assert cat.execute("SELECT x FROM generate_series(1, 1000000) t(x)").num_rows == 100_000  # row cap
