@@ -135,6 +135,12 @@ class Executor:
                 if timer is not None:
                     timer.cancel()
 
+    def interrupt(self) -> None:
+        """Stop the query running on this connection, from another thread (it then fails as E080)."""
+        con = self._con
+        if con is not None:
+            con.interrupt()
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:

@@ -181,6 +181,12 @@ class Session:
             table = table.rename_columns(names)
         return Result(table, cost, budget.remaining, budget.accounting, delta, list(plan.mechanisms))
 
+    def interrupt(self) -> None:
+        """Stop this session's running query from another thread (a client's CancelRequest): it ends as
+        the charged DPSQL-E080, exactly like a timeout; a query not yet charged is not affected."""
+        if not getattr(self, "_closed", True):
+            self._executor.interrupt()
+
     def close(self) -> None:
         """End the session (idempotent)."""
         if getattr(self, "_closed", True):

@@ -19,6 +19,7 @@ import ssl
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -40,6 +41,12 @@ PRE_AUTH_MAX_MESSAGE = 8192
 MAX_MESSAGE = 64 << 20
 MAX_CONNECTIONS = 128
 STARTUP_TIMEOUT = 10.0  # seconds from accept to an authenticated session
+#: Work runs in two thread pools, so that logins never wait behind queries (six slow queries used to
+#: fill asyncio's shared default pool and time every new login out); a principal runs at most
+#: PER_PRINCIPAL queries at once (the others wait their turn), so one analyst cannot take the whole pool.
+LOGIN_WORKERS = 4
+QUERY_WORKERS = 8
+PER_PRINCIPAL = 2
 
 SessionFactory = Callable[[str], Any]
 
@@ -127,6 +134,9 @@ class Connection:
         self.catalog: Catalog | None = None
         self.user = ""
         self.authenticated = False
+        self.cancelled = False
+        self.active = False  # a call of this connection is in the query pool
+        self.query_gen = 0
         self.txn = "I"
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -187,8 +197,12 @@ class Connection:
                 self.writer.write(b"N")
                 await self.writer.drain()
                 continue
-            if code == CANCEL_REQUEST:
-                return False  # cancellation is not supported: queries are short and already charged
+            if code == CANCEL_REQUEST:  # interrupt the query of the connection holding this key, if any
+                if len(body) >= 12:
+                    target = self.server.cancel_keys.get(struct.unpack("!ii", body[4:12]))
+                    if target is not None:
+                        target.interrupt()
+                return False
             if code != PROTOCOL_3:
                 self.send_error(WireError("0A000", "unsupported frontend protocol", severity="FATAL"))
                 await self.flush()
@@ -210,7 +224,7 @@ class Connection:
         if not self.user or not await self.authenticate():
             return False
         try:
-            self.session = await asyncio.to_thread(self.server.session_factory, self.user)
+            self.session = await self.server.in_login_pool(self.server.session_factory, self.user)
         except PrivacyError as e:
             self.send_error(WireError("28000", f"{e.code}: {e.message}", severity="FATAL"))
             await self.flush()
@@ -226,7 +240,9 @@ class Connection:
             self.send_parameter(name, self.settings[name.lower()])
         self.send_parameter("application_name", params.get("application_name", ""))
         self.send_parameter("session_authorization", self.user)
-        self.send(b"K", struct.pack("!ii", os.getpid() & 0x7FFFFFFF, secrets.randbits(31)))
+        self.cancel_key = (os.getpid() & 0x7FFFFFFF, secrets.randbits(31))
+        self.server.cancel_keys[self.cancel_key] = self
+        self.send(b"K", struct.pack("!ii", *self.cancel_key))
         self.send(b"Z", self.txn.encode())
         await self.flush()
         self.authenticated = True
@@ -375,7 +391,7 @@ class Connection:
             self.send(b"I")
         for sql in statements:
             try:
-                outcome = await asyncio.to_thread(self.run, sql)
+                outcome = await self.in_query_pool(self.run, sql)
             except WireError as e:
                 self.send_error(e)
                 break
@@ -473,7 +489,7 @@ class Connection:
                 raise WireError("26000", f'prepared statement "{name}" does not exist')
             self.send(b"t", struct.pack(f"!h{len(stmt.param_oids)}i", len(stmt.param_oids),
                                         *[o or t.TEXT for o in stmt.param_oids]))
-            cols = await asyncio.to_thread(self._describe_statement, stmt)
+            cols = await self.in_query_pool(self._describe_statement, stmt)
             stmt.described = cols
             formats: list[int] = []
         else:
@@ -483,7 +499,7 @@ class Connection:
             if portal.outcome is not None:
                 cols = portal.outcome.columns
             else:
-                cols = await asyncio.to_thread(self.describe, portal.sql)
+                cols = await self.in_query_pool(self.describe, portal.sql)
                 portal.stmt.described = cols
             formats = portal.formats
         if cols is None:
@@ -524,7 +540,7 @@ class Connection:
         if portal is None:
             raise WireError("34000", f'portal "{name}" does not exist')
         if portal.outcome is None:
-            portal.outcome = await asyncio.to_thread(self.run, portal.sql)
+            portal.outcome = await self.in_query_pool(self.run, portal.sql)
         self.finish(portal.outcome, portal.formats, portal.stmt.described, describe=False, portal=portal,
                     max_rows=max_rows)
 
@@ -580,10 +596,43 @@ class Connection:
                 self.send_error(WireError("08P01", "malformed protocol message"))
                 skipping = True
 
+    async def in_query_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` in the server's query pool, at most PER_PRINCIPAL at a time for this principal; a
+        CancelRequest that arrives while the call waits for its turn cancels it before it runs."""
+        self.cancelled = False
+        async with self.server.principal_slot(self.user):
+            if self.cancelled:
+                raise WireError("57014", "canceling statement due to user request")
+            self.query_gen += 1
+            self.active = True
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self.server.query_pool, fn, *args)
+            finally:
+                self.active = False
+
+    def interrupt(self) -> None:
+        """Stop the running query (a CancelRequest, or the server stopping): it ends as the charged E080.
+
+        Called on the event loop.  DuckDB ignores an interrupt that arrives before its query has started,
+        so while the same call is still in the pool the interrupt is repeated a few times."""
+        self.cancelled = True
+        self._stop()
+        if self.active:
+            gen, loop = self.query_gen, asyncio.get_running_loop()
+            for delay in (0.05, 0.25, 1.0, 3.0):
+                loop.call_later(delay, lambda: self.active and self.query_gen == gen and self._stop())
+
+    def _stop(self) -> None:
+        stop = getattr(self.session, "interrupt", None)
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                stop()
+
     async def close(self) -> None:
+        self.server.cancel_keys.pop(getattr(self, "cancel_key", None), None)
         if self.session is not None:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self.session.close)
+                await self.server.in_login_pool(self.session.close)
         with contextlib.suppress(Exception):
             self.writer.close()
             await self.writer.wait_closed()
@@ -611,7 +660,8 @@ class PgServer:
                  passwords: PasswordStore | None = None, auth: str = "scram",
                  ssl_context: ssl.SSLContext | None = None, require_tls: bool = True,
                  database_name: str = "dpsql", max_connections: int = MAX_CONNECTIONS,
-                 startup_timeout: float = STARTUP_TIMEOUT, max_message: int = MAX_MESSAGE) -> None:
+                 startup_timeout: float = STARTUP_TIMEOUT, max_message: int = MAX_MESSAGE,
+                 query_workers: int = QUERY_WORKERS, per_principal: int = PER_PRINCIPAL) -> None:
         if auth not in ("scram", "trust"):
             raise ValueError("auth must be 'scram' or 'trust'")
         self.session_factory = session_factory
@@ -621,6 +671,11 @@ class PgServer:
         self.database_name = database_name
         self.max_connections, self.startup_timeout, self.max_message = max_connections, startup_timeout, max_message
         self.mock_secret = passwords.mock_secret() if passwords is not None else secrets.token_bytes(32)
+        self.login_pool = ThreadPoolExecutor(LOGIN_WORKERS, thread_name_prefix="dpsql-login")
+        self.query_pool = ThreadPoolExecutor(query_workers, thread_name_prefix="dpsql-query")
+        self.per_principal = per_principal
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self.cancel_keys: dict[tuple[int, int], Connection] = {}
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -650,6 +705,15 @@ class PgServer:
             self._tasks.discard(task)  # type: ignore[arg-type]
             await conn.close()
 
+    async def in_login_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.login_pool, fn, *args)
+
+    @contextlib.asynccontextmanager
+    async def principal_slot(self, user: str) -> Any:
+        sem = self._slots.setdefault(user, asyncio.Semaphore(self.per_principal))
+        async with sem:
+            yield
+
     async def start(self) -> tuple[str, int]:
         """Bind and listen; returns the (host, port) actually bound (port 0 picks a free one)."""
         self._server = await asyncio.start_server(self._client, self.host, self.port)
@@ -665,10 +729,14 @@ class PgServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            for conn in list(self.connections):
+                conn.interrupt()
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._server.wait_closed()
+        self.query_pool.shutdown(wait=False, cancel_futures=True)
+        self.login_pool.shutdown(wait=False, cancel_futures=True)
 
 
 def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:

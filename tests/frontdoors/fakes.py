@@ -133,5 +133,8 @@ class FakeSession:
                                                    "dep_delay": "DOUBLE", "day": "DATE"}),
                 TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"})]
 
+    def interrupt(self) -> None:
+        self.cur.interrupt()
+
     def close(self) -> None:
         self.cur.close()

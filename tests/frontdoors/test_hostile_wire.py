@@ -137,3 +137,46 @@ def test_the_mock_salt_survives_a_restart(world: FakeWorld, passwords: PasswordS
         with running(PgServer(world.connect, host="127.0.0.1", port=0, passwords=passwords)) as addr:
             salts.append(_salt(addr, b"mallory"))
     assert salts[0] == salts[1]
+
+
+SLOW = "SELECT sum(a.x * b.x) FROM range(300000) a(x), range(300000) b(x)"  # minutes unless interrupted
+
+
+def test_slow_queries_neither_stall_logins_nor_escape_cancel(world: FakeWorld, passwords: PasswordStore) -> None:
+    """Issue 13 finding 3: six slow queries filled the shared thread pool, so new logins timed out, and a
+    CancelRequest was ignored.  Now logins have their own pool, a principal runs at most ``per_principal``
+    queries at once, and CancelRequest interrupts the query."""
+    import threading
+
+    import psycopg
+
+    from .test_pgwire import dsn
+
+    server = PgServer(world.connect, host="127.0.0.1", port=0, passwords=passwords, query_workers=2,
+                      per_principal=1)
+    with running(server) as addr:
+        conns = [psycopg.connect(dsn(addr, user="bob"), autocommit=True) for _ in range(3)]
+        errors: list[BaseException] = []
+
+        def slow(c: psycopg.Connection) -> None:
+            try:
+                c.execute(SLOW)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=slow, args=(c,)) for c in conns]
+        for th in threads:
+            th.start()
+        time.sleep(0.5)
+        t = time.monotonic()
+        with psycopg.connect(dsn(addr, user="alice"), autocommit=True) as c:  # a login, then a query
+            assert c.execute("SELECT 1").fetchone() == (1,)
+        assert time.monotonic() - t < 3.0
+        for c in conns:
+            c.cancel_safe(timeout=5)  # cancel() blocks in libpq holding the GIL: the in-process server would stall
+        for th in threads:
+            th.join(timeout=20)
+        assert not any(th.is_alive() for th in threads)
+        assert len(errors) == 3
+        for c in conns:
+            c.close()
