@@ -108,9 +108,11 @@ def query(db: str, sql: str, analyst: str, fmt: str) -> None:
 @click.option("--auth", type=click.Choice(["scram", "trust"]), default="scram", show_default=True,
               help="trust: any password, the user name is the analyst (local testing only).")
 @click.option("--passwords", type=click.Path(dir_okay=False), help="Verifier file (default DB.passwords).")
+@click.option("--statement-timeout", default=300.0, show_default=True, type=float,
+              help="Seconds a query may run; then it ends as the charged DPSQL-E080 (0: no limit).")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | None, allow_plaintext: bool,
-          auth: str, passwords: str | None, verbose: bool) -> None:
+          auth: str, passwords: str | None, statement_timeout: float, verbose: bool) -> None:
     """Serve guarded sessions over the PostgreSQL wire protocol (psql, JDBC, SQLAlchemy, BI tools)."""
     import dpsql
 
@@ -134,7 +136,9 @@ def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | No
     def ready(bound_host: str, bound_port: int) -> None:
         click.echo(f"dpsql: serving {db} on {bound_host}:{bound_port} ({mode}, auth {auth}); Ctrl-C stops", err=True)
 
-    _serve(lambda user: dpsql.connect(db, analyst=user), on_ready=ready, host=host, port=port, passwords=store,
+    timeout = statement_timeout if statement_timeout > 0 else None
+    _serve(lambda user: dpsql.connect(db, analyst=user, timeout=timeout), on_ready=ready, host=host, port=port,
+           passwords=store,
            auth=auth, ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
 
 
