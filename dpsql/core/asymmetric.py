@@ -46,9 +46,11 @@ heavy right tails (where dropping a few top rows moves f a lot) lose accuracy; g
 100/eps stop early (at n = 100, eps = 1, the median relative error of the variance is ~25%).
 
 Floating point: the output is always a grid point (a data-independent set); the bounds are computed
-without cancellation (sums accumulate outward from an anchor inside every window), so they are exact to
-relative rounding error, and the crossing probabilities are float64 (relative error ~1e-16, as for the
-discrete Laplace sampler).
+without cancellation (sums accumulate outward from an anchor inside every window) and in 80-bit long
+double (``WIDE``: a squared deviation spans 2**-2148..2**2002 over the data domain, beyond float64's
+range; one huge row used to make every other row's square underflow to 0, so ``Lbar^1`` was 0 and the
+release collapsed, issue 11), so they are exact to relative rounding error; the crossing probabilities
+are float64 (relative error ~1e-16).
 """
 
 from __future__ import annotations
