@@ -47,6 +47,7 @@ STARTUP_TIMEOUT = 10.0  # seconds from accept to an authenticated session
 LOGIN_WORKERS = 4
 QUERY_WORKERS = 8
 PER_PRINCIPAL = 2
+DISCONNECT_POLL = 0.25  # seconds between checks that a client with a running query is still there
 
 SessionFactory = Callable[[str], Any]
 
@@ -605,10 +606,20 @@ class Connection:
                 raise WireError("57014", "canceling statement due to user request")
             self.query_gen += 1
             self.active = True
+            watch = asyncio.create_task(self._watch_client())
             try:
                 return await asyncio.get_running_loop().run_in_executor(self.server.query_pool, fn, *args)
             finally:
                 self.active = False
+                watch.cancel()
+
+    async def _watch_client(self) -> None:
+        """While a query runs, interrupt it if the client goes away (nobody would read the answer)."""
+        while True:
+            await asyncio.sleep(DISCONNECT_POLL)
+            if self.reader.at_eof() or self.writer.is_closing():
+                self.interrupt()
+                return
 
     def interrupt(self) -> None:
         """Stop the running query (a CancelRequest, or the server stopping): it ends as the charged E080.

@@ -75,6 +75,7 @@ class FakeWorld:
         self.limit = Decimal(limit)
         self.spent: dict[str, Decimal] = {}
         self.charges: list[tuple[str, Decimal, str]] = []
+        self.interrupts = 0
         self.describes: list[str] = []
         self.lock = threading.Lock()
 
@@ -134,6 +135,7 @@ class FakeSession:
                 TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"})]
 
     def interrupt(self) -> None:
+        self.world.interrupts += 1
         self.cur.interrupt()
 
     def close(self) -> None:

@@ -180,3 +180,21 @@ def test_slow_queries_neither_stall_logins_nor_escape_cancel(world: FakeWorld, p
         assert len(errors) == 3
         for c in conns:
             c.close()
+
+
+def test_a_query_is_interrupted_when_its_client_goes_away(world: FakeWorld) -> None:
+    server = PgServer(world.connect, host="127.0.0.1", port=0, auth="trust")
+    with running(server) as addr:
+        s = _connect(addr)
+        s.sendall(_startup(b"bob"))
+        s.settimeout(5)
+        while (m := _read(s)) is not None and m[0] != b"Z":  # AuthenticationOk ... ReadyForQuery
+            pass
+        q = SLOW.encode() + b"\0"
+        s.sendall(b"Q" + struct.pack("!i", len(q) + 4) + q)
+        time.sleep(0.5)
+        s.close()  # the client disappears mid-query
+        deadline = time.monotonic() + 5
+        while world.interrupts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert world.interrupts >= 1
