@@ -365,13 +365,16 @@ class GridCodes:
     def __getitem__(self, idx: np.ndarray) -> np.ndarray:
         return self.take(idx)
 
+    def group_of(self, idx: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
+        """The groups of rows ``idx`` (``g`` when the caller already knows them)."""
+        if self.offsets.size == 2:
+            return np.zeros(np.shape(idx), dtype=np.int64)
+        return np.searchsorted(self.offsets, idx, side="right") - 1 if g is None else g
+
     def take(self, idx: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
         """Codes at rows ``idx`` (``g``: their groups, when the caller knows them)."""
         idx = np.asarray(idx, dtype=np.int64)
-        if self.offsets.size == 2:
-            g = np.zeros(idx.shape, dtype=np.int64)
-        elif g is None:
-            g = np.searchsorted(self.offsets, idx, side="right") - 1
+        g = self.group_of(idx, g)
         src = self.offsets[g + 1] - 1 - (idx - self.offsets[g]) if self.reflect else idx
         with np.errstate(over="ignore", invalid="ignore"):  # far outside [a, b]: +-inf, clipped below
             q = (self.values[src] - self.a[g]) / self.step[g]

@@ -69,10 +69,7 @@ class FloatCodes(GridCodes):
 
     def take(self, idx: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
-        if self.offsets.size == 2:
-            g = np.zeros(idx.shape, dtype=np.int64)
-        elif g is None:
-            g = np.searchsorted(self.offsets, idx, side="right") - 1
+        g = self.group_of(idx, g)
         y = self.values[idx]
         mag = np.minimum(_magnitude(np.abs(y), self.e[g]), self.centre[g])
         return np.where(y < 0, self.centre[g] - mag, self.centre[g] + mag)
