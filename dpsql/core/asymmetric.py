@@ -247,7 +247,18 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     spread = np.maximum(xm - first, lastv - xm)
     sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
     kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
-    d, s1c, s2c = _deviations(v, off, xm, sc, off[:-1] + kg, off[1:] - kg)  # in WIDE precision
+    # The core rows [kg, n - kg) (in every window) are summed in float64 at the core's own scale: their
+    # squares cannot underflow next to a huge edge row, and the O(n) pass stays fast; the sums are then
+    # moved to the group's scale in WIDE (a power-of-two ratio, exact), where the edge rows join them.
+    clo, chi = off[:-1] + kg, off[1:] - kg
+    inner = chi > clo
+    cspread = np.maximum(xm - np.where(inner, v[np.minimum(clo, last)], xm),
+                         np.where(inner, v[np.maximum(chi - 1, 0)], xm) - xm)
+    sc_c = np.where(cspread > 0, pow2_floor(np.maximum(cspread, 2.0**-1000)), 1.0)
+    _, s1c, s2c = _deviations(v, off, xm, sc_c, clo, chi)
+    to_group = sc_c.astype(WIDE) / sc.astype(WIDE)
+    s1c = s1c.astype(WIDE) * to_group
+    s2c = s2c.astype(WIDE) * to_group * to_group
     cw = int(kg.max())
     kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
     cwf = int(kf.max())
@@ -272,8 +283,9 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     B = max(512, 65536 // (max(cw, cwf) + 1))
     jj = np.arange(cw)[:, None]
     ok = jj < kgp[None, :]
-    lo = np.where(ok, d[np.clip(perm(off[:-1])[None, :] + jj, 0, last)], 0.0)
-    hi = np.where(ok, d[np.clip(perm(off[1:])[None, :] - 1 - jj, 0, last)], 0.0)
+    xmp, invp = perm(xm)[None, :], perm((1.0 / sc).astype(WIDE))[None, :]  # 1/sc: exact, a power of two
+    lo = np.where(ok, (v[np.clip(perm(off[:-1])[None, :] + jj, 0, last)] - xmp).astype(WIDE) * invp, 0.0)
+    hi = np.where(ok, (v[np.clip(perm(off[1:])[None, :] - 1 - jj, 0, last)] - xmp).astype(WIDE) * invp, 0.0)
     # A1[cw - a] = s1c + sum(lo[a:]), H1[b] = sum(hi[b:]) (and A2, H2 for the squares): the edge sums
     # accumulate inward from the outermost kept row
     A1, A2, H1, H2 = (np.zeros((cw + 1, G), dtype=WIDE) for _ in range(4))
@@ -376,23 +388,24 @@ def _deviations(
     """
     G = xm.size
     n = np.diff(off)
-    inv = (1.0 / sc).astype(WIDE)  # exact (powers of two): x * inv == x / sc bit for bit
-    d = np.empty(v.shape, dtype=WIDE)
-    s1, s2 = np.zeros(G, dtype=WIDE), np.zeros(G, dtype=WIDE)
+    inv = 1.0 / sc  # exact (powers of two): x * inv == x / sc bit for bit
+    d = np.empty_like(v)
+    s1, s2 = np.zeros(G), np.zeros(G)
     cuts = np.searchsorted(off, np.arange(0, v.size, _ROWS), side="right") - 1
     cuts = np.unique(np.concatenate([[0], cuts, [G]])).tolist()
-    for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True):
-        r0, r1 = int(off[g0]), int(off[g1])
-        if r1 == r0:
-            continue
-        x = d[r0:r1]
-        if g1 - g0 == 1:
-            np.subtract(v[r0:r1], xm[g0], out=x)
-            x *= inv[g0]
-        else:
-            np.subtract(v[r0:r1], np.repeat(xm[g0:g1], n[g0:g1]), out=x)
-            x *= np.repeat(inv[g0:g1], n[g0:g1])
-        s1[g0:g1], s2[g0:g1] = _core_sums(x, lo[g0:g1] - r0, hi[g0:g1] - r0)
+    with np.errstate(over="ignore", invalid="ignore"):  # rows outside [lo, hi) may overflow; never summed
+        for g0, g1 in zip(cuts[:-1], cuts[1:], strict=True):
+            r0, r1 = int(off[g0]), int(off[g1])
+            if r1 == r0:
+                continue
+            x = d[r0:r1]
+            if g1 - g0 == 1:
+                np.subtract(v[r0:r1], xm[g0], out=x)
+                x *= inv[g0]
+            else:
+                np.subtract(v[r0:r1], np.repeat(xm[g0:g1], n[g0:g1]), out=x)
+                x *= np.repeat(inv[g0:g1], n[g0:g1])
+            s1[g0:g1], s2[g0:g1] = _core_sums(x, lo[g0:g1] - r0, hi[g0:g1] - r0)
     return d, s1, s2
 
 
