@@ -18,8 +18,8 @@ import time
 import zlib
 from pathlib import Path
 
-from dpsql.core import ParameterError, privacy_cost
-from dpsql.core.registry import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, get_method
+from dpsql.core import ParameterError
+from dpsql.core.registry import MAX_BOUND, MAX_EPSILON, MIN_EPSILON, get_method, validate
 from dpsql.testing import EXTREME_NEIGHBOURS, matrix_cell, matrix_methods, matrix_params
 
 
@@ -52,8 +52,7 @@ def main() -> None:
             for eps in epsilons:
                 params = matrix_params(aggregate, method, eps, **v)
                 try:  # what the guard and the binding check before any data: refused there, never run
-                    privacy_cost(aggregate, method, **{k: getattr(params, k)
-                                                       for k in ("epsilon", "rho", "lower", "upper", "p")})
+                    validate(aggregate, get_method(aggregate, method), params)
                 except ParameterError as exc:
                     refused.append(f"| {key} | eps={eps:g}{', ' + vname if vname else ''} | {exc} |")
                     continue

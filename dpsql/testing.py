@@ -121,18 +121,15 @@ def matrix_params(aggregate: str, method: str, epsilon: float, p: float = 0.5, b
 
 def matrix_claim(aggregate: str, method: str, params) -> float:
     """The epsilon an empirical lower bound is held against: eps (pure) or the (eps, ZCDP_DELTA) conversion."""
-    from .core.accounting import rho_to_epsilon
-    from .core.registry import get_method
+    from .core.registry import budget_of, get_method
 
-    if get_method(aggregate, method).notion == "pure":
-        return float(params.epsilon)
-    return rho_to_epsilon(float(params.rho), ZCDP_DELTA)
+    return budget_of(get_method(aggregate, method), params).as_epsilon(ZCDP_DELTA)
 
 
 def matrix_cell(aggregate: str, method: str, params, pair: str, runs: int, seed: int) -> tuple[float, float, str]:
     """``(empirical eps, claim, note)`` for one method on one neighbour pair; ``runs`` releases per side.
 
-    Any exception is a failure of the cell (no exception may depend on data), reported in ``note``."""
+    ``note`` says whether either side released +-inf.  Exceptions propagate: none may depend on the data."""
     from .core import Batch, run
     from .noise import Rng
 

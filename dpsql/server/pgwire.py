@@ -138,6 +138,7 @@ class Connection:
         self.cancelled = False
         self.active = False  # a call of this connection is in the query pool
         self.query_gen = 0
+        self.cancel_key: tuple[int, int] | None = None  # BackendKeyData, once authenticated
         self.txn = "I"
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -640,7 +641,8 @@ class Connection:
                 stop()
 
     async def close(self) -> None:
-        self.server.cancel_keys.pop(getattr(self, "cancel_key", None), None)
+        if self.cancel_key is not None:
+            self.server.cancel_keys.pop(self.cancel_key, None)
         if self.session is not None:
             with contextlib.suppress(Exception):
                 await self.server.in_login_pool(self.session.close)
