@@ -96,6 +96,7 @@ def svt_scan(
     rng: Rng,
     max_queries: int,
     block: int = 32,
+    monotone: bool = False,
 ) -> np.ndarray:
     """AboveThreshold (SVT, seed 003 Alg. 1) for every group at once, with discrete Laplace noise.
 
@@ -107,7 +108,11 @@ def svt_scan(
 
     Privacy: threshold noise DLap(2 s / eps), query noise DLap(4 s / eps): eps-DP for any number of
     queries (the standard AboveThreshold proof holds verbatim for integer queries with integer
-    sensitivity s and discrete Laplace noise).
+    sensitivity s and discrete Laplace noise).  ``monotone=True`` (the caller's promise that adding a
+    row moves every query in the same direction, and removing one in the other): query noise
+    DLap(2 s / eps), still eps-DP (Lyu, Su & Li 2017, Thm 4 / Alg. 7: with monotone queries the
+    threshold's shift covers the queries' shift in one direction only, so the query noise needs half
+    the scale).
     """
     thr = np.broadcast_to(np.asarray(threshold, dtype=np.int64), (groups,))
     t_noisy = thr + discrete_laplace(2.0 * sensitivity / epsilon, rng, groups)
@@ -118,7 +123,7 @@ def svt_scan(
         k1 = min(k0 + block, max_queries)
         ks = np.arange(k0, k1, dtype=np.int64)
         q = queries(active, ks)
-        nu = discrete_laplace(4.0 * sensitivity / epsilon, rng, q.size).reshape(q.shape)
+        nu = discrete_laplace((2.0 if monotone else 4.0) * sensitivity / epsilon, rng, q.size).reshape(q.shape)
         above = (q + nu) > t_noisy[active][:, None]
         hit = above.any(axis=1)
         first = np.argmax(above, axis=1)

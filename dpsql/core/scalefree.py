@@ -12,16 +12,25 @@ scale-free base measure, so it cannot collapse.
   codes is a log-uniform (scale-free) measure over values above ``2**e``.  The floor ``2**e`` is seed
   003's private IQR lower bound (a power of two).  The map is fixed given the released floor and
   monotone, and the release is a code mapped back (the midpoint of its cell): the output set does not
-  depend on the data.  At most ``2 * (1001 + 1074) * 2**36 < 2**48`` codes, within ``rank_em``'s span.
+  depend on the data.  At most ``2 * (1003 + 1074 + 1) * 2**36 < 2**49`` codes, within ``rank_em``'s span.
+* **Centred, decaying codes (p != 1/2, IQR).**  A tail quantile's loss beyond the data's extreme is only
+  ``n min(p, 1 - p)`` ranks, too little to outweigh the float line's ~4,000 octaves when that is small.
+  Then the codes are of ``y - c`` around a released centre ``c`` (a median at its own share), and octave
+  k above the floor holds ``2**max(M_BITS - k + 1, 0)`` codes: the base measure falls like ``|y - c|**-2``
+  and the far float line weighs about as much as the few octaves the data fill.  Which groups take this
+  "near" route is decided by a released count (``n_hat min(p, 1 - p) eps < ROUTE``): post-processing.
+  ``fl(y - c)`` is monotone in y, so the codes stay sorted; the map is fixed given released values.
 * **Loss.**  ``l(y) = max(0, t - #{x <= y}, #{x < y} - t)`` with ``t = p n`` (the real n, not clamped).
   Add/remove one row: each count moves by 0 or 1, t by p, so l moves by at most ``s = max(p, 1 - p)``
   (1/2 for the median; a clamp of t would bring the sensitivity back to 1 where it binds).
-  ``P(y) ~ exp(-eps l(y) / (2 s))`` is eps-DP; :func:`~dpsql.core.primitives.rank_em` samples it exactly.
+  ``P(y) ~ exp(-eps l(y) / (2 s))`` is eps-DP for any base measure fixed by released values;
+  :func:`~dpsql.core.primitives.rank_em` samples it exactly over the integer codes.
 
-Cost (pure): quantile ``SPLIT['bound'] + SPLIT['em']`` = eps; IQR: the bound plus two mechanisms at
-sensitivity 3/4 each (sequential composition).  Never NULL.  Public bounds clamp the data and the output
-(post-processing).  Limit: at n eps ~ 10 nothing pure and bound-free can locate the data on the float line;
-the answer is then far off (the README says so).
+Cost (pure, sequential composition), all summing to eps: median ``SPLIT``; other quantiles and the IQR
+``SPLIT_TAIL`` (floor, count, then centre + mechanism(s) on the near route or all of it to the
+mechanism(s) on the wide route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
+Public bounds clamp the data and the output (post-processing).  Limit: at n eps ~ 10 nothing pure and
+bound-free can locate the data on the float line; the answer is then far off (the README says so).
 """
 
 from __future__ import annotations
@@ -30,63 +39,100 @@ import numpy as np
 
 from ..noise import Rng
 from .accounting import Privacy
-from .batch import Batch
-from .primitives import GridCodes, rank_em
+from .batch import DOMAIN, Batch
+from .primitives import GridCodes, noisy_count, per_row, pow2_floor, rank_em, release_sum
 from .registry import Method, Params, register
-from .universal import _bounded, iqr_lower_bound
+from .universal import B_MIN, _bounded, _intersect, iqr_lower_bound, radius
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
-E_TOP = 1001  # frexp exponent of 2**1000, the largest value after the data rules
+E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
 E_MIN = -1074
 SPLIT = {"bound": 0.05, "em": 0.95}
+#: quantiles other than the median, and the IQR: floor, count, then per group either the mechanism(s) on
+#: the log-uniform codes with ``centre + em`` (the "wide" route), or a centre (a median) then the
+#: mechanism(s) on centred, octave-decaying codes (the "near" route); the released count decides
+SPLIT_TAIL = {"bound": 0.05, "count": 0.02, "centre": 0.45, "em": 0.48}
+#: the wide route when ``n_hat min(p, 1 - p) eps >= ROUTE``: then the loss beyond the data's extremes
+#: (``n min(p, 1 - p)`` ranks) outweighs the float line's octaves even for data far from 0
+ROUTE = 100.0
 
 
-def _mag_max(e: np.ndarray) -> np.ndarray:
-    return (E_TOP - e) << M_BITS
+def _octave_table(decay: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Bits and first code of octave k = 1 .. E_TOP - E_MIN (index k; the linear octave 0 is ``[0, 2**M)``).
+
+    Without decay every octave holds ``2**M_BITS`` codes (log-uniform measure); with decay octave k holds
+    ``2**max(M_BITS - k + 1, 0)``: the measure's density falls like ``|y - c|**-2`` beyond the floor, so
+    the whole float line above the data weighs about as much as the octaves the data fill."""
+    k = np.arange(E_TOP - E_MIN + 2, dtype=np.int64)
+    bits = np.maximum(M_BITS - (k - 1), 0) if decay else np.full(k.size, M_BITS, dtype=np.int64)
+    size = np.where(k >= 1, np.left_shift(1, bits), 0)
+    base = (1 << M_BITS) + np.concatenate([[0], np.cumsum(size)[:-1]])
+    return bits, base
 
 
-def _magnitude(ay: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Code magnitude of ``|y|`` (>= 0) given the floor exponent ``e`` (int64): monotone in ``|y|``."""
+_TABLE = {False: _octave_table(False), True: _octave_table(True)}
+
+
+def _mag_max(e: np.ndarray, decay: bool = False) -> np.ndarray:
+    """The largest magnitude code given the floor exponent (the top of octave ``E_TOP - e``)."""
+    bits, base = _TABLE[decay]
+    k = E_TOP - np.asarray(e, dtype=np.int64)
+    return base[k] + np.left_shift(1, bits[k]) - 1
+
+
+def _magnitude(ay: np.ndarray, e: np.ndarray, decay: bool = False) -> np.ndarray:
+    """Code magnitude of ``|y - c|`` (>= 0) given the floor exponent ``e`` (int64): monotone."""
+    bits, base = _TABLE[decay]
     big = ay >= np.ldexp(1.0, e)
     m, ex = np.frexp(ay)
-    octave = ex.astype(np.int64) - e  # |y| in [2**(ex - 1), 2**ex): octave >= 1 on the big side
-    frac = np.floor((2.0 * m - 1.0) * 2.0**M_BITS).astype(np.int64)
+    k = np.clip(ex.astype(np.int64) - e, 1, E_TOP - e)  # |y| in [2**(ex - 1), 2**ex): octave k on the big side
+    b = bits[k]
+    frac = np.floor(np.ldexp(2.0 * m - 1.0, b)).astype(np.int64)
     lin = np.floor(np.ldexp(np.where(big, 0.0, ay), M_BITS - e)).astype(np.int64)  # |y| / 2**e * 2**M
-    return np.where(big, (octave << M_BITS) + np.maximum(frac, 0), np.minimum(lin, (1 << M_BITS) - 1))
+    top = np.left_shift(1, b) - 1
+    return np.where(big, base[k] + np.clip(frac, 0, top), np.minimum(lin, (1 << M_BITS) - 1))
 
 
 class FloatCodes(GridCodes):
-    """Codes of sorted per-group values (see the module docstring), computed only where ``rank_em`` reads."""
+    """Codes of sorted per-group values (see the module docstring), computed only where ``rank_em`` reads.
 
-    def __init__(self, values: np.ndarray, offsets: np.ndarray, e: np.ndarray) -> None:
+    ``c``: each group's centre (0 by default; a released value); ``decay``: the octave-decaying measure."""
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray, e: np.ndarray, c: np.ndarray | None = None,
+                 decay: bool = False) -> None:
         self.values, self.offsets = values, np.asarray(offsets, dtype=np.int64)
         self.e = np.asarray(e, dtype=np.int64)
-        self.centre = _mag_max(self.e)
+        self.c = np.zeros(self.e.size) if c is None else np.asarray(c, dtype=np.float64)
+        self.decay = decay
+        self.centre = _mag_max(self.e, decay)
         self.K = 2 * self.centre
         self.size = values.size
 
     def take(self, idx: np.ndarray, g: np.ndarray | None = None) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
         g = self.group_of(idx, g)
-        y = self.values[idx]
-        mag = np.minimum(_magnitude(np.abs(y), self.e[g]), self.centre[g])
+        y = self.values[idx] - self.c[g]  # rounding is monotone: the codes stay sorted
+        mag = np.minimum(_magnitude(np.abs(y), self.e[g], self.decay), self.centre[g])
         return np.where(y < 0, self.centre[g] - mag, self.centre[g] + mag)
 
 
-def decode(code: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The value released for a code: the midpoint of its cell (0 for the centre cell)."""
+def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: bool = False) -> np.ndarray:
+    """The value released for a code: the centre plus the midpoint of its cell (the centre for cell 0)."""
+    bits, base = _TABLE[decay]
     e = np.asarray(e, dtype=np.int64)
-    rel = np.asarray(code, dtype=np.int64) - _mag_max(e)
+    rel = np.asarray(code, dtype=np.int64) - _mag_max(e, decay)
     mag = np.abs(rel)
-    octave = mag >> M_BITS
-    frac = (mag & ((1 << M_BITS) - 1)).astype(np.float64)
+    k = np.maximum(np.searchsorted(base, mag, side="right") - 1, 1)
+    b = bits[k]
+    frac = (mag - base[k]).astype(np.float64)
     with np.errstate(over="ignore"):
-        lin = np.ldexp((frac + 0.5) * 2.0**-M_BITS, e)
-        up = np.ldexp(1.0 + (frac + 0.5) * 2.0**-M_BITS, e + octave - 1)
-    val = np.where(octave >= 1, up, np.where(mag == 0, 0.0, lin))
-    return np.where(rel < 0, -val, val)
+        lin = np.ldexp((mag + 0.5) * 2.0**-M_BITS, e)
+        up = np.ldexp(1.0 + np.ldexp(frac + 0.5, -b), e + k - 1)
+    val = np.where(mag >= 1 << M_BITS, up, np.where(mag == 0, 0.0, lin))
+    val = np.where(rel < 0, -val, val)
+    return val if c is None else np.asarray(c, dtype=np.float64) + val
 
 
 def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
@@ -95,12 +141,18 @@ def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
     return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
 
 
-def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng) -> np.ndarray:
+def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None = None,
+              decay: bool = False) -> np.ndarray:
     """One exponential mechanism for the p-quantile over the codes: eps-DP at sensitivity max(p, 1 - p)."""
-    codes = FloatCodes(s.values, s.offsets, e)
+    codes = FloatCodes(s.values, s.offsets, e, c, decay)
     target = p * s.sizes.astype(np.float64)
     k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng)
-    return decode(k, e)
+    return decode(k, e, c, decay)
+
+
+def _centre(s: Batch, e: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
+    """A private median on the log-uniform codes (eps-DP), clamped into the data domain."""
+    return np.clip(_quantile(s, e, 0.5, epsilon, rng), -DOMAIN, DOMAIN)
 
 
 def _clip_out(y: np.ndarray, params: Params) -> np.ndarray:
@@ -109,26 +161,155 @@ def _clip_out(y: np.ndarray, params: Params) -> np.ndarray:
     return np.clip(y, lo, hi)
 
 
+def _groups(s: Batch, idx: np.ndarray) -> Batch:
+    """The sorted sub-batch of groups ``idx`` (a fixed selection by released values)."""
+    lo, hi = s.offsets[idx], s.offsets[idx + 1]
+    offsets = np.zeros(idx.size + 1, dtype=np.int64)
+    np.cumsum(hi - lo, out=offsets[1:])
+    take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
+    sub = Batch(s.values[take], offsets)
+    sub._sorted = sub
+    return sub
+
+
+def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: float, rng: Rng) -> list[np.ndarray]:
+    """The ``ps``-quantiles per group, routed on a released count (module docstring).  Cost: count
+    ``SPLIT_TAIL['count'] eps``, then per group ``(centre + em) eps`` on either route (each quantile gets
+    an equal part of the mechanisms' share).  The route is post-processing of the released count."""
+    n_hat = noisy_count(s, SPLIT_TAIL["count"] * epsilon, rng)
+    wide = n_hat * min(min(p, 1.0 - p) for p in ps) * epsilon >= ROUTE
+    out = [np.zeros(s.groups) for _ in ps]
+    share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
+    near_share = SPLIT_TAIL["em"] * epsilon / len(ps)
+    for route in (True, False):
+        idx = np.flatnonzero(wide == route)
+        if not idx.size:
+            continue
+        sub, ee = _groups(s, idx), e[idx]
+        c = None if route else _centre(sub, ee, SPLIT_TAIL["centre"] * epsilon, rng)
+        for q, p in zip(out, ps, strict=True):
+            q[idx] = _quantile(sub, ee, p, share if route else near_share, rng, c, not route)
+    return out
+
+
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_quantile, scale-free: IQR lower bound (0.05 eps) as the code floor, then one exponential
-    mechanism over the whole float line (0.95 eps, loss sensitivity max(p, 1 - p)).  Cost eps (pure)."""
-    eps = budget.epsilon
+    """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, then one exponential
+    mechanism over the log-uniform codes (0.95 eps).  Other p: the floor (0.05 eps), a count (0.02 eps),
+    then either the mechanism on the log-uniform codes (0.93 eps) or a centre (the median at 0.45 eps) and
+    the mechanism on codes of ``y - centre`` with the octave-decaying measure (0.48 eps).  Loss sensitivity
+    max(p, 1 - p).  Cost eps (pure, sequential composition)."""
+    eps, p = budget.epsilon, float(params.p)
     s = _bounded(batch, params).sorted()
     e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
-    return _clip_out(_quantile(s, e, float(params.p), SPLIT["em"] * eps, rng), params)
+    if p == 0.5:
+        return _clip_out(_quantile(s, e, p, SPLIT["em"] * eps, rng), params)
+    return _clip_out(_tail_quantiles(s, e, (p,), eps, rng)[0], params)
 
 
 def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_iqr, scale-free: the floor (0.05 eps), then Q1 and Q3 at 0.475 eps each (sensitivity 3/4).
-    Cost eps (pure).  Clamped >= 0."""
+    """dp_iqr, scale-free: the floor (0.05 eps), then Q1 and Q3 as in :func:`run_quantile` for p != 1/2
+    (count 0.02 eps; each quantile half of the remaining 0.93 eps, sensitivity 3/4).  Cost eps (pure).
+    Clamped >= 0."""
     eps = budget.epsilon
     s = _bounded(batch, params).sorted()
-    e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
-    q1 = _quantile(s, e, 0.25, SPLIT["em"] * eps / 2.0, rng)
-    q3 = _quantile(s, e, 0.75, SPLIT["em"] * eps / 2.0, rng)
+    e = _floor_exponent(s, SPLIT_TAIL["bound"] * eps, rng)
+    q1, q3 = _tail_quantiles(s, e, (0.25, 0.75), eps, rng)
     return np.maximum(_clip_out(q3, params) - _clip_out(q1, params), 0.0)
+
+
+# --------------------------------------------------------------------------- mean and sum (study R2)
+
+#: mean: count, floor, then either (centre, radius, centred clipped sum) or, when ``n_hat eps <
+#: MEAN_ROUTE``, the median on the log-uniform codes with the same 0.9 eps
+SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}
+SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.20, "sum": 0.55}
+MEAN_ROUTE = 300.0
+
+
+def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng,
+           params: Params) -> tuple[np.ndarray, np.ndarray]:
+    """A clipping range ``[c - r, c + r]`` (eps_centre + eps_radius, pure), intersected with public bounds.
+
+    ``c``: the median on the log-uniform codes (eps_centre).  ``r``: seed 003's radius scan around c
+    (eps_radius) with monotone AboveThreshold accounting (Lyu, Su & Li 2017: adding a row moves every
+    ``-#outside`` by 0 or -1), stopping once at most ``2 / eps_radius`` rows lie outside (the noise's own
+    scale: clipping those few rows biases the sum by less than the sum's noise), scanning from
+    ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so neither a too-large floor b nor a
+    centre far from 0 can make the first radius overshoot the data's spread."""
+    c = _centre(s, e, eps_centre, rng)
+    b = np.ldexp(1.0, e)
+    s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
+    s0 = np.maximum(s0, B_MIN)
+    r = radius(s, c, s0, eps_radius, rng, 0.5, outside=2.0 / eps_radius, monotone=True)
+    return _intersect(c - r, c + r, params)
+
+
+def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_mean, scale-free (accuracy study R2).  NULL when the noisy count < 1.
+
+    Cost eps (pure): count 0.05 + floor 0.05, then per group, routed on the released count, either the
+    range (centre 0.15 + radius 0.35, :func:`_range`) and the centred clipped sum (0.40), or, when
+    ``n_hat eps < MEAN_ROUTE`` (too little data for a mean's range), the median at 0.90 (a location
+    estimate; the README says so).  Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per
+    added or removed row; mean = ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).
+    The route is post-processing of the released count (adaptive sequential composition)."""
+    eps = budget.epsilon
+    sp = SPLIT_MEAN
+    s = _bounded(batch, params).sorted()
+    n = noisy_count(s, sp["count"] * eps, rng)
+    e = _floor_exponent(s, sp["bound"] * eps, rng)
+    out = np.zeros(s.groups)
+    many = n * eps >= MEAN_ROUTE
+    idx = np.flatnonzero(~many)
+    if idx.size:
+        rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
+        out[idx] = _clip_out(_quantile(_groups(s, idx), e[idx], 0.5, rest, rng), params)
+    idx = np.flatnonzero(many)
+    if idx.size:
+        sub = _groups(s, idx)
+        l, r = _range(sub, e[idx], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+        c = l / 2.0 + r / 2.0
+        half = r / 2.0 - l / 2.0
+        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets)) - per_row(c, sub.offsets)
+        total = release_sum(x, sub.offsets, half, sp["sum"] * eps, rng)
+        out[idx] = np.clip(c + total / np.maximum(n[idx], 1.0), l, r)
+    return np.where(n >= 1.0, out, np.nan)
+
+
+def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): count 0.05 + floor 0.05, then per group,
+    routed on the released count, either the range (centre 0.15 + radius 0.20, :func:`_range`) and the
+    clipped sum (0.55; values clipped to the released [l, r] move the sum by at most max(|l|, |r|) per
+    added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.45) times a count
+    (a second count at 0.45, averaged with the first by inverse variance): post-processing."""
+    eps = budget.epsilon
+    sp = SPLIT_SUM
+    s = _bounded(batch, params).sorted()
+    n = noisy_count(s, sp["count"] * eps, rng)
+    e = _floor_exponent(s, sp["bound"] * eps, rng)
+    out = np.zeros(s.groups)
+    many = n * eps >= MEAN_ROUTE
+    idx = np.flatnonzero(~many)
+    if idx.size:
+        sub = _groups(s, idx)
+        half = (sp["centre"] + sp["radius"] + sp["sum"]) * eps / 2.0
+        med = _clip_out(_quantile(sub, e[idx], 0.5, half, rng), params)
+        w1, w2 = (sp["count"] * eps) ** 2, half**2
+        n2 = (w1 * n[idx] + w2 * noisy_count(sub, half, rng)) / (w1 + w2)
+        out[idx] = med * np.maximum(n2, 0.0)
+    idx = np.flatnonzero(many)
+    if idx.size:
+        sub = _groups(s, idx)
+        l, r = _range(sub, e[idx], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
+        out[idx] = release_sum(x, sub.offsets, np.maximum(np.abs(l), np.abs(r)), sp["sum"] * eps, rng)
+    return out
 
 
 _SRC = "accuracy study R1: seed 003's exponential mechanism on scale-free float codes"
 register(Method("quantile", "scalefree", "pure", run_quantile, "one EM over float codes, no range step", source=_SRC))
 register(Method("iqr", "scalefree", "pure", run_iqr, "two EMs over float codes, no range step", source=_SRC))
+register(Method("mean", "scalefree", "pure", run_mean, "median centre + monotone radius; median when n eps < 300",
+                source="accuracy study R2"))
+register(Method("sum", "scalefree", "pure", run_sum, "median centre + monotone radius; n x median when n eps < 300",
+                source="accuracy study R2"))

@@ -193,19 +193,24 @@ def iqr_lower_bound(
 
 
 def radius(
-    batch: Batch, center: np.ndarray, b: np.ndarray, epsilon: float, rng: Rng, beta: float
+    batch: Batch, center: np.ndarray, b: np.ndarray, epsilon: float, rng: Rng, beta: float,
+    outside: float | None = None, monotone: bool = False,
 ) -> np.ndarray:
     """InfiniteDomainRadius (seed 003 Alg. 3) around ``center`` with bucket ``b`` (powers of two).
 
-    Scans x_1 = 0, x_i = 2**(i-2) b and stops at the first i where (noisily) at most
-    ``(6/eps) ln(2/beta)`` points lie outside ``[center - x_i, center + x_i]``.  Cost: eps-DP (pure):
-    one SVT over the queries ``-#outside``, each of sensitivity 1 under add/remove (a row is outside or
-    not), threshold public.  n is never used.
+    Scans x_1 = 0, x_i = 2**(i-2) b and stops at the first i where (noisily) at most ``outside``
+    points (default the paper's ``(6/eps) ln(2/beta)``) lie outside ``[center - x_i, center + x_i]``.
+    Cost: eps-DP (pure): one SVT over the queries ``-#outside``, each of sensitivity 1 under add/remove
+    (a row is outside or not), threshold public.  n is never used.  The queries are monotone (adding a
+    row moves every ``-#outside`` by 0 or -1), so ``monotone=True`` may use the halved query noise of
+    :func:`~dpsql.core.primitives.svt_scan`.
     """
     s = batch.sorted()
     G = s.groups
     comp = None if G == 1 else s.composite()
-    thr = -int(math.ceil(6.0 / epsilon * math.log(2.0 / beta)))
+    if outside is None:
+        outside = 6.0 / epsilon * math.log(2.0 / beta)
+    thr = -int(math.ceil(outside))
     n = s.sizes
 
     def q(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
@@ -220,7 +225,7 @@ def radius(
         outside = below + (n[g] - upto)
         return -outside.reshape(active.size, ks.size)
 
-    i = svt_scan(q, G, thr, 1, epsilon, rng, K_RADIUS)
+    i = svt_scan(q, G, thr, 1, epsilon, rng, K_RADIUS, monotone=monotone)
     with np.errstate(over="ignore"):
         r = np.where(i == 1, 0.0, np.ldexp(b, (i - 2).astype(np.int64)))
     return np.minimum(r, 2.0**1002)

@@ -32,6 +32,28 @@ def test_codes_are_monotone_in_range_and_decode_into_their_cell(e):
     assert np.all(np.abs(d[~big] - x[~big]) <= 2.0 ** (e - S.M_BITS) * 1.5 + 5e-324)  # linear below it
 
 
+@pytest.mark.parametrize("c", [0.0, 1e6, -3.5, 2.0**1000, -(2.0**1000)])
+@pytest.mark.parametrize("e", [-1074, -3, 2, 1000])
+def test_centred_decaying_codes_are_monotone_and_decode_into_their_cell(e, c):
+    x = _values()
+    codes = S.FloatCodes(x, np.array([0, x.size]), np.array([e]), np.array([c]), decay=True)
+    k = codes.take(np.arange(x.size))
+    assert np.all(np.diff(k) >= 0) and k.min() >= 0 and k.max() <= codes.K[0] < 2**49
+    d = S.decode(k, np.full(k.size, e), np.full(k.size, c), decay=True)
+    again = S.FloatCodes(np.sort(d), np.array([0, d.size]), np.array([e]), np.array([c]), decay=True)
+    np.testing.assert_array_equal(k, again.take(np.arange(d.size)))
+    # resolution: 2**-(M_BITS - k + 1) relative to |y - c| in octave k, so fine near the centre
+    near = (np.abs(x - c) >= 2.0**e) & (np.abs(x - c) < 2.0 ** (e + 10))
+    assert np.all(np.abs(d[near] - x[near]) <= np.abs(x[near] - c) * 2.0**-25)
+
+
+def test_decaying_measure_is_normalisable():
+    """Octave k holds 2**(M - k + 1) codes, then one: the far line weighs about the first octaves."""
+    bits, base = S._TABLE[True]
+    assert bits[1] == S.M_BITS and bits[S.M_BITS + 1] == 0 and bits[-1] == 0
+    assert base[-1] < 2 ** (S.M_BITS + 2)
+
+
 def test_codes_of_many_groups_use_their_own_floor():
     x = _values()
     lists = [x[:700], x[700:], x]
@@ -45,8 +67,10 @@ def test_codes_of_many_groups_use_their_own_floor():
 
 
 _base = list(np.random.default_rng(5).normal(10.0, 2.0, 200))
+_wide = list(np.random.default_rng(6).normal(1e6, 10.0, 1500))
 NEIGHBOURS = {
     "empty_vs_one": ([], [3.0]),
+    "wide_route_outlier": (_wide, _wide + [-1e300]),
     "median_added": (_base, _base + [float(np.median(_base))]),
     "outlier_added": (_base, _base + [1e300]),
     "low_outlier_added": (_base, _base + [-1e300]),
@@ -54,9 +78,12 @@ NEIGHBOURS = {
 
 
 @pytest.mark.parametrize("case", list(NEIGHBOURS))
-@pytest.mark.parametrize(("aggregate", "p"), [("quantile", 0.5), ("quantile", 0.9), ("iqr", None)])
+@pytest.mark.parametrize(("aggregate", "p"), [("quantile", 0.5), ("quantile", 0.9), ("iqr", None), ("mean", None),
+                                              ("sum", None)])
 def test_privacy_empirical_epsilon(aggregate, p, case):
-    """The sensitivity-max(p, 1 - p) claim: 2000 runs a side, empirical eps lower bound <= eps."""
+    """The sensitivity-max(p, 1 - p) claim, the routes on a released count and the monotone radius scan:
+    2000 runs a side, empirical eps lower bound <= eps.  The 200-row neighbours take the near / median
+    routes at eps = 1, the 1500-row ones the wide / range routes."""
     d, d2 = NEIGHBOURS[case]
     eps = 1.0
     params = Params(epsilon=eps, p=p)
@@ -73,3 +100,16 @@ def test_accuracy_far_from_zero():
     out = run("quantile", Batch.from_lists([x] * 100), Params(epsilon=1.0, p=0.5), method="scalefree",
               rng=Rng.seeded(4))
     assert np.median(np.abs(out - np.median(x))) < 0.02 * 13.5
+
+
+@pytest.mark.parametrize("aggregate", ["mean", "sum"])
+def test_mean_and_sum_far_from_zero(aggregate):
+    """The catastrophe of issue 12 (N(1e6, 10): the old default's mean was 80-470 IQR off): now within
+    a small fraction of the IQR at n eps = 1000, and on the median route at n eps = 100; the sum too."""
+    for n in (100, 1000):
+        x = np.random.default_rng(n).normal(1e6, 10.0, n)
+        out = run(aggregate, Batch.from_lists([x] * 50), Params(epsilon=1.0), method="scalefree", rng=Rng.seeded(3))
+        if aggregate == "mean":
+            assert np.median(np.abs(out - x.mean())) < (0.05 if n == 1000 else 0.2) * 13.5
+        else:  # the noise scale is ~|centre| / (0.55 eps): a relative error ~ 1 / (n eps)
+            assert np.median(np.abs(out / x.sum() - 1)) < 10.0 / n
