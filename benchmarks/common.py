@@ -54,10 +54,14 @@ def _synthetic(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.standard_t(3.0, n)
     if kind == "normal_far":
         return rng.normal(1e6, 10.0, n)
+    if kind == "mixture":  # bimodal: 80 % N(0, 1), 20 % N(20, 3)
+        return np.where(rng.random(n) < 0.8, rng.normal(0.0, 1.0, n), rng.normal(20.0, 3.0, n))
+    if kind == "integer":  # counts with many ties: Poisson(3)
+        return rng.poisson(3.0, n).astype(np.float64)
     raise KeyError(kind)
 
 
-SYNTHETIC = ("normal", "lognormal", "pareto1.5", "student_t3", "normal_far")
+SYNTHETIC = ("normal", "lognormal", "pareto1.5", "student_t3", "normal_far", "mixture", "integer")
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,8 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
         med = _clip_out(_quantile(sub, e[idx], 0.5, half, rng), params)
         w1, w2 = (sp["count"] * eps) ** 2, half**2
         n2 = (w1 * n[idx] + w2 * noisy_count(sub, half, rng)) / (w1 + w2)
-        out[idx] = med * np.maximum(n2, 0.0)
+        with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
+            out[idx] = med * np.maximum(n2, 0.0)
     idx = np.flatnonzero(many)
     if idx.size:
         sub = _groups(s, idx)

@@ -7,8 +7,9 @@ import pytest
 
 from dpsql.core import Batch, Params, privacy_cost, run
 from dpsql.core import scalefree as S
+from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.noise import Rng
-from dpsql.testing import empirical_epsilon
+from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon, matrix_cell, matrix_params
 
 
 def _values() -> np.ndarray:
@@ -113,3 +114,15 @@ def test_mean_and_sum_far_from_zero(aggregate):
             assert np.median(np.abs(out - x.mean())) < (0.05 if n == 1000 else 0.2) * 13.5
         else:  # the noise scale is ~|centre| / (0.55 eps): a relative error ~ 1 / (n eps)
             assert np.median(np.abs(out / x.sum() - 1)) < 10.0 / n
+
+
+_CELLS = [(pair, 1.0) for pair in EXTREME_NEIGHBOURS] + [(pair, e) for pair in EDGE_PAIRS
+                                                           for e in (MIN_EPSILON, MAX_EPSILON)]
+
+
+@pytest.mark.parametrize(("pair", "epsilon"), _CELLS)
+def test_tail_quantile_routes_at_the_extremes(pair, epsilon):
+    """The adversarial matrix runs every method at p = 1/2; p = 0.9 takes the count-routed tail path."""
+    params = matrix_params("quantile", "scalefree", epsilon, p=0.9)
+    eps, claim, note = matrix_cell("quantile", "scalefree", params, pair, 300, zlib.crc32(f"{pair}{epsilon}".encode()))
+    assert eps <= claim, (eps, claim, note)
