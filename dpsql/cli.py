@@ -110,9 +110,13 @@ def query(db: str, sql: str, analyst: str, fmt: str) -> None:
 @click.option("--passwords", type=click.Path(dir_okay=False), help="Verifier file (default DB.passwords).")
 @click.option("--statement-timeout", default=300.0, show_default=True, type=float,
               help="Seconds a query may run; then it ends as the charged DPSQL-E080 (0: no limit).")
+@click.option("--latency-quantum", default=0.25, show_default=True, type=float,
+              help="Seconds: every guarded answer leaves at a whole number of quanta after the query arrived, "
+                   "so its timing says less about the data (0: no padding).")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | None, allow_plaintext: bool,
-          auth: str, passwords: str | None, statement_timeout: float, verbose: bool) -> None:
+          auth: str, passwords: str | None, statement_timeout: float, latency_quantum: float,
+          verbose: bool) -> None:
     """Serve guarded sessions over the PostgreSQL wire protocol (psql, JDBC, SQLAlchemy, BI tools)."""
     import dpsql
 
@@ -137,7 +141,9 @@ def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | No
         click.echo(f"dpsql: serving {db} on {bound_host}:{bound_port} ({mode}, auth {auth}); Ctrl-C stops", err=True)
 
     timeout = statement_timeout if statement_timeout > 0 else None
-    _serve(lambda user: dpsql.connect(db, analyst=user, timeout=timeout), on_ready=ready, host=host, port=port,
+    quantum = latency_quantum if latency_quantum > 0 else None
+    _serve(lambda user: dpsql.connect(db, analyst=user, timeout=timeout, latency_quantum=quantum), on_ready=ready,
+           host=host, port=port,
            passwords=store,
            auth=auth, ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
 

@@ -118,9 +118,29 @@ def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> d
         cols = table_columns(con, name, catalog)
         if not cols or name.lower() in out:
             continue
+        rows, mult = _public_stats(con, name, list(cols), catalog)
         out[name.lower()] = TableInfo(name=name, kind="public", columns=cols, privacy_unit=None,
-                              max_rows_per_unit=1, max_groups_per_unit=1, public_keys={})
+                              max_rows_per_unit=1, max_groups_per_unit=1, public_keys={}, rows=rows,
+                              multiplicity=mult)
     return out
+
+
+#: public tables above this many rows get a row count but no per-column multiplicities (joins to them
+#: then need a small public side or are refused, E043)
+STATS_MAX_ROWS = 10_000_000
+
+
+def _public_stats(con: duckdb.DuckDBPyConnection, name: str, cols: list[str],
+                  catalog: str | None) -> tuple[int, dict[str, int]]:
+    """Row count and per-column largest multiplicity of a public table (public data: reading it is free)."""
+    t = f"{quote_ident(catalog)}.main.{quote_ident(name)}" if catalog else f"main.{quote_ident(name)}"
+    rows = int(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0])
+    if rows > STATS_MAX_ROWS or not cols:
+        return rows, {}
+    parts = [f"(SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM {t} GROUP BY {quote_ident(c)}))"
+             for c in cols]
+    vals = con.execute("SELECT " + ", ".join(parts)).fetchall()[0]
+    return rows, {c: int(v) for c, v in zip(cols, vals, strict=True)}
 
 
 def build_catalog(tables: dict[str, TableInfo], accounting: str = "pure", delta: Decimal | float = 0,

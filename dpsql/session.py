@@ -146,7 +146,13 @@ class Session:
         return list(zip(self._names(plan, prepared.columns), prepared.types, strict=True))
 
     def sql(self, sql: str) -> Result:
-        """Check, charge, run and release one query."""
+        """Check, charge, run and release one query.
+
+        With a latency quantum, every answer after the guard accepted the query (a release, or the charged
+        E080 of a timeout, a cancel or a failure) leaves at a whole number of quanta after this call
+        began: the guard, the charge and the run are all inside the padded time.  Refusals before the
+        charge depend only on the query text and are not padded."""
+        started = _clock()
         plan, prepared = self._check(sql)
         cost, delta = clean(Decimal(plan.cost)), clean(Decimal(plan.delta))
         seq = None
@@ -163,7 +169,6 @@ class Session:
         if _after_charge is not None:
             _after_charge()
         unit = "epsilon" if budget.accounting == "pure" else "rho"
-        started = _clock()
         try:
             table = self._executor.run(prepared, f"charged {cost} {unit}")
         except BaseException:

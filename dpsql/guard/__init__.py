@@ -24,6 +24,7 @@ from .bounding import output_name, rewrite_bounding
 from .catalog import Catalog, TableInfo
 from .context import Context
 from .cost import check_cost
+from .fanout import check_fanout
 from .filters import rewrite_filters
 from .groups import check_groups
 from .joins import check_joins
@@ -47,6 +48,7 @@ CHECKS = (
     rewrite_filters,  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END), before the analysis
     analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
     check_joins,  # E040 E041: protected joins keep a unit's rows together
+    check_fanout,  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)
     check_groups,  # E020 E022 E030 E032: public keys, outputs, contribution bounds
     check_parameters,  # E060: literal, finite parameters; per-call cost from the method registry
     plan_selection,  # delta > 0: partition selection for undeclared keys

@@ -26,6 +26,10 @@ class TableInfo:
     max_rows_per_unit: int = 1
     max_groups_per_unit: int = 1
     public_keys: dict[str, tuple] = field(default_factory=dict)
+    #: public tables only, measured by the session from the (public) data: row count and, per column, the
+    #: largest number of rows sharing one value (the join fan-out bound of ``guard.fanout``)
+    rows: int | None = None
+    multiplicity: dict[str, int] = field(default_factory=dict)
 
     @property
     def protected(self) -> bool:
@@ -44,6 +48,7 @@ class Catalog:
     accounting: Literal["pure", "zcdp"] = "pure"
     delta: float = 0.0
     max_query_epsilon: float | None = None
+    max_fanout: int = 1000  # rows of a public relation one protected row may meet in a join (E043)
 
     def get(self, name: str) -> TableInfo | None:
         return self.tables.get(name.lower())

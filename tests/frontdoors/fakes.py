@@ -132,7 +132,8 @@ class FakeSession:
     def tables(self) -> list[TableInfo]:
         return [TableInfo("flights", "protected", {"month": "INTEGER", "carrier": "VARCHAR",
                                                    "dep_delay": "DOUBLE", "day": "DATE"}),
-                TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"})]
+                TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"}, rows=16,
+                          multiplicity={"carrier": 1, "name": 1})]
 
     def interrupt(self) -> None:
         self.world.interrupts += 1

@@ -13,7 +13,8 @@ from dpsql.guard.catalog import Catalog, TableInfo
 VISITS = TableInfo("visits", "protected",
                    {"patient_id": "INTEGER", "clinic": "VARCHAR", "cost": "DOUBLE", "note": "VARCHAR"},
                    privacy_unit="patient_id", max_rows_per_unit=3, public_keys={"clinic": ("A", "B", "C")})
-CLINICS = TableInfo("clinics", "public", {"clinic": "VARCHAR", "name": "VARCHAR"})
+CLINICS = TableInfo("clinics", "public", {"clinic": "VARCHAR", "name": "VARCHAR"}, rows=3,
+                    multiplicity={"clinic": 1, "name": 1})
 DIAG = TableInfo("diag", "protected", {"patient_id": "INTEGER", "code": "VARCHAR"}, privacy_unit="patient_id",
                  max_rows_per_unit=2, max_groups_per_unit=2)
 EVENTS = TableInfo("events", "protected", {"kind": "VARCHAR", "amount": "DOUBLE"},

@@ -197,3 +197,26 @@ def test_the_epsilon_floor_and_ceiling_are_accepted(tmp_path: Path, eps: str) ->
         for agg in ("dp_count(*", "dp_sum(cost", "dp_mean(cost", "dp_var(cost", "dp_median(cost", "dp_iqr(cost"):
             rows = s.sql(f"SELECT {agg}, epsilon := {eps}) FROM visits").rows
             assert len(rows) == 1
+
+
+def test_a_join_that_fans_out_on_one_persons_data_is_refused_before_the_charge(tmp_path: Path) -> None:
+    """Issue 13, finding 1, on a real database: the session measures the public table (rows, largest
+    multiplicity per column); the attack's join is refused (E043) uncharged, a keyed join runs."""
+    import duckdb
+
+    db = make_db(tmp_path / "h.duckdb")
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE big AS SELECT i AS k, 0 AS grp FROM range(5000) r(i)")
+    con.close()
+    dpsql.admin(db).public_table("big")
+    with dpsql.connect(db, analyst="alice") as s:
+        big = next(t for t in s.tables() if t.name == "big")
+        assert big.rows == 5000 and big.multiplicity == {"k": 1, "grp": 5000}
+        for sql in ("SELECT dp_count(*, epsilon := 0.1) FROM visits v JOIN big b ON v.note = 'canary'",
+                    "SELECT dp_count(*, epsilon := 0.1) FROM visits v JOIN big b ON b.grp = v.cost"):
+            with pytest.raises(PrivacyError) as e:
+                s.sql(sql)
+            assert e.value.code == "DPSQL-E043"
+        assert s.budget().spent == 0
+        r = s.sql("SELECT dp_count(*, epsilon := 0.1) FROM visits v JOIN big b ON b.k = v.cost")
+        assert r.charged == Decimal("0.3")  # 0.1 x max_rows_per_unit 3

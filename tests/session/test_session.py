@@ -284,6 +284,33 @@ def test_latency_is_padded_to_the_quantum(db: Path, monkeypatch: pytest.MonkeyPa
         dpsql.connect(db, analyst="alice", install=fake_install, latency_quantum=0)
 
 
+def test_the_quantum_covers_the_guard_and_the_charge(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: time spent before the run (guard, prepare, ledger) is inside the padded time too."""
+    import dpsql.session as S
+
+    clock = {"t": 100.0}
+    slept = []
+    monkeypatch.setattr(S, "_clock", lambda: clock["t"])
+    planner = S._default_planner
+
+    def slow_plan(sql, catalog):  # noqa: ANN001, ANN202
+        clock["t"] += 0.2
+        return planner(sql, catalog)
+
+    def run(self, prepared, cost_text=""):  # noqa: ANN001, ANN202
+        clock["t"] += 0.1
+        import pyarrow as pa
+
+        return pa.table({"n": [1.0]})
+
+    monkeypatch.setattr(S, "_default_planner", slow_plan)
+    monkeypatch.setattr(S.Executor, "run", run)
+    monkeypatch.setattr(S, "_sleep", slept.append)
+    with dpsql.connect(db, analyst="alice", install=fake_install, latency_quantum=0.25) as s:
+        s.sql("SELECT dp_count(cost, epsilon := 0.1) AS n FROM visits")
+    assert slept == [pytest.approx(0.2)]  # 0.2 s guard + 0.1 s run padded to 0.5 s
+
+
 _OTHER_PROCESS = """
 import sys
 sys.path.insert(0, sys.argv[3])
