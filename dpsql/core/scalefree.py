@@ -49,7 +49,10 @@ __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
 E_MIN = -1074
-SPLIT = {"bound": 0.05, "em": 0.95}
+SPLIT = {"bound": 0.05, "count": 0.02, "em": 0.93}
+#: NULL when the released count says there is too little data to locate anything on the float line
+#: (``n_hat eps`` below these; measured in benchmarks/results/panel.md): post-processing of the count
+NULL_BELOW = {"median": 25.0, "tail": 60.0, "sum": 40.0}
 #: quantiles other than the median, and the IQR: floor, count, then per group either the mechanism(s) on
 #: the log-uniform codes with ``centre + em`` (the "wide" route), or a centre (a median) then the
 #: mechanism(s) on centred, octave-decaying codes (the "near" route); the released count decides
@@ -175,14 +178,16 @@ def _groups(s: Batch, idx: np.ndarray) -> Batch:
 def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: float, rng: Rng) -> list[np.ndarray]:
     """The ``ps``-quantiles per group, routed on a released count (module docstring).  Cost: count
     ``SPLIT_TAIL['count'] eps``, then per group ``(centre + em) eps`` on either route (each quantile gets
-    an equal part of the mechanisms' share).  The route is post-processing of the released count."""
+    an equal part of the mechanisms' share), or NULL when ``n_hat eps < NULL_BELOW['tail']``.  The route
+    is post-processing of the released count."""
     n_hat = noisy_count(s, SPLIT_TAIL["count"] * epsilon, rng)
     wide = n_hat * min(min(p, 1.0 - p) for p in ps) * epsilon >= ROUTE
-    out = [np.zeros(s.groups) for _ in ps]
+    null = n_hat * epsilon < NULL_BELOW["tail"]
+    out = [np.full(s.groups, np.nan) for _ in ps]
     share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
     near_share = SPLIT_TAIL["em"] * epsilon / len(ps)
     for route in (True, False):
-        idx = np.flatnonzero(wide == route)
+        idx = np.flatnonzero((wide == route) & ~null)
         if not idx.size:
             continue
         sub, ee = _groups(s, idx), e[idx]
@@ -193,17 +198,23 @@ def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: flo
 
 
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, then one exponential
-    mechanism over the log-uniform codes (0.95 eps).  Other p: the floor (0.05 eps), a count (0.02 eps),
-    then either the mechanism on the log-uniform codes (0.93 eps) or a centre (the median at 0.45 eps) and
-    the mechanism on codes of ``y - centre`` with the octave-decaying measure (0.48 eps).  Loss sensitivity
-    max(p, 1 - p).  Cost eps (pure, sequential composition)."""
+    """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, a count (0.02 eps),
+    then one exponential mechanism over the log-uniform codes (0.93 eps).  Other p: the floor (0.05 eps),
+    a count (0.02 eps), then either the mechanism on the log-uniform codes (0.93 eps) or a centre (the
+    median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying measure
+    (0.48 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
+    ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
     eps, p = budget.epsilon, float(params.p)
     s = _bounded(batch, params).sorted()
     e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
-    if p == 0.5:
-        return _clip_out(_quantile(s, e, p, SPLIT["em"] * eps, rng), params)
-    return _clip_out(_tail_quantiles(s, e, (p,), eps, rng)[0], params)
+    if p != 0.5:
+        return _clip_out(_tail_quantiles(s, e, (p,), eps, rng)[0], params)
+    n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
+    out = np.full(s.groups, np.nan)
+    idx = np.flatnonzero(n_hat * eps >= NULL_BELOW["median"])
+    if idx.size:
+        out[idx] = _quantile(_groups(s, idx), e[idx], p, SPLIT["em"] * eps, rng)
+    return _clip_out(out, params)
 
 
 def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -224,6 +235,9 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}
 SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.20, "sum": 0.55}
 MEAN_ROUTE = 300.0
+SUM_FEW = {"median": 0.72, "count": 0.28}  # of the 0.9 eps left on dp_sum's small-count route
+OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_radius rows lie outside
+FINE = True  # radius steps of sqrt 2
 
 
 def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng,
@@ -240,12 +254,12 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     b = np.ldexp(1.0, e)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
-    r = radius(s, c, s0, eps_radius, rng, 0.5, outside=2.0 / eps_radius, monotone=True)
+    r = radius(s, c, s0, eps_radius, rng, 0.5, outside=OUTSIDE / eps_radius, monotone=True, fine=FINE)
     return _intersect(c - r, c + r, params)
 
 
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_mean, scale-free (accuracy study R2).  NULL when the noisy count < 1.
+    """dp_mean, scale-free (accuracy study R2).  NULL when ``n_hat eps < NULL_BELOW['median']`` or n_hat < 1.
 
     Cost eps (pure): count 0.05 + floor 0.05, then per group, routed on the released count, either the
     range (centre 0.15 + radius 0.35, :func:`_range`) and the centred clipped sum (0.40), or, when
@@ -258,9 +272,9 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     s = _bounded(batch, params).sorted()
     n = noisy_count(s, sp["count"] * eps, rng)
     e = _floor_exponent(s, sp["bound"] * eps, rng)
-    out = np.zeros(s.groups)
+    out = np.full(s.groups, np.nan)
     many = n * eps >= MEAN_ROUTE
-    idx = np.flatnonzero(~many)
+    idx = np.flatnonzero(~many & (n * eps >= NULL_BELOW["median"]))
     if idx.size:
         rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
         out[idx] = _clip_out(_quantile(_groups(s, idx), e[idx], 0.5, rest, rng), params)
@@ -280,22 +294,23 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): count 0.05 + floor 0.05, then per group,
     routed on the released count, either the range (centre 0.15 + radius 0.20, :func:`_range`) and the
     clipped sum (0.55; values clipped to the released [l, r] move the sum by at most max(|l|, |r|) per
-    added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.45) times a count
-    (a second count at 0.45, averaged with the first by inverse variance): post-processing."""
+    added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.72 of the remaining 0.9)
+    times a count (a second count at 0.28 of it, averaged with the first by inverse variance), or NULL
+    when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
     eps = budget.epsilon
     sp = SPLIT_SUM
     s = _bounded(batch, params).sorted()
     n = noisy_count(s, sp["count"] * eps, rng)
     e = _floor_exponent(s, sp["bound"] * eps, rng)
-    out = np.zeros(s.groups)
+    out = np.full(s.groups, np.nan)
     many = n * eps >= MEAN_ROUTE
-    idx = np.flatnonzero(~many)
+    idx = np.flatnonzero(~many & (n * eps >= NULL_BELOW["sum"]))
     if idx.size:
         sub = _groups(s, idx)
-        half = (sp["centre"] + sp["radius"] + sp["sum"]) * eps / 2.0
-        med = _clip_out(_quantile(sub, e[idx], 0.5, half, rng), params)
-        w1, w2 = (sp["count"] * eps) ** 2, half**2
-        n2 = (w1 * n[idx] + w2 * noisy_count(sub, half, rng)) / (w1 + w2)
+        rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
+        med = _clip_out(_quantile(sub, e[idx], 0.5, SUM_FEW["median"] * rest, rng), params)
+        w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
+        n2 = (w1 * n[idx] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
         with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
             out[idx] = med * np.maximum(n2, 0.0)
     idx = np.flatnonzero(many)

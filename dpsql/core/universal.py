@@ -192,9 +192,18 @@ def iqr_lower_bound(
     return np.clip(out, B_MIN, B_MAX)
 
 
+def _step(b: np.ndarray, k: np.ndarray, fine: bool) -> np.ndarray:
+    """``b 2**k`` or, fine, ``b 2**(k/2)`` (odd k: times sqrt 2, rounded once)."""
+    k = np.asarray(k, dtype=np.int64)
+    if not fine:
+        return np.ldexp(b, k)
+    x = np.ldexp(b, k // 2)
+    return np.where(k % 2 == 1, x * np.sqrt(2.0), x)
+
+
 def radius(
     batch: Batch, center: np.ndarray, b: np.ndarray, epsilon: float, rng: Rng, beta: float,
-    outside: float | None = None, monotone: bool = False,
+    outside: float | None = None, monotone: bool = False, fine: bool = False,
 ) -> np.ndarray:
     """InfiniteDomainRadius (seed 003 Alg. 3) around ``center`` with bucket ``b`` (powers of two).
 
@@ -203,7 +212,9 @@ def radius(
     Cost: eps-DP (pure): one SVT over the queries ``-#outside``, each of sensitivity 1 under add/remove
     (a row is outside or not), threshold public.  n is never used.  The queries are monotone (adding a
     row moves every ``-#outside`` by 0 or -1), so ``monotone=True`` may use the halved query noise of
-    :func:`~dpsql.core.primitives.svt_scan`.
+    :func:`~dpsql.core.primitives.svt_scan`.  ``fine=True`` scans ``x_i = 2**((i-2)/2) b`` (steps of
+    sqrt 2, twice the queries: the SVT's cost does not depend on their number), so the released radius
+    overshoots the needed one by at most sqrt 2 instead of 2.
     """
     s = batch.sorted()
     G = s.groups
@@ -217,7 +228,7 @@ def radius(
         g = np.repeat(active, ks.size)
         kk = np.tile(ks, active.size)
         with np.errstate(over="ignore"):
-            x = np.where(kk == 1, 0.0, np.ldexp(b[g], (kk - 2).astype(np.int64)))
+            x = np.where(kk == 1, 0.0, _step(b[g], kk - 2, fine))
         c = center[g]
         with np.errstate(invalid="ignore", over="ignore"):
             below = seg_count_lt(s, g, c - x, comp)
@@ -225,9 +236,9 @@ def radius(
         outside = below + (n[g] - upto)
         return -outside.reshape(active.size, ks.size)
 
-    i = svt_scan(q, G, thr, 1, epsilon, rng, K_RADIUS, monotone=monotone)
+    i = svt_scan(q, G, thr, 1, epsilon, rng, 2 * K_RADIUS if fine else K_RADIUS, monotone=monotone)
     with np.errstate(over="ignore"):
-        r = np.where(i == 1, 0.0, np.ldexp(b, (i - 2).astype(np.int64)))
+        r = np.where(i == 1, 0.0, _step(b, i - 2, fine))
     return np.minimum(r, 2.0**1002)
 
 
