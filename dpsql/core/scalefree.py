@@ -49,14 +49,14 @@ __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
 E_MIN = -1074
-SPLIT = {"bound": 0.05, "count": 0.02, "em": 0.93}
+SPLIT = {"bound": 0.05, "count": 0.05, "em": 0.90}
 #: NULL when the released count says there is too little data to locate anything on the float line
 #: (``n_hat eps`` below these; measured in benchmarks/results/panel.md): post-processing of the count
 NULL_BELOW = {"median": 25.0, "tail": 60.0, "sum": 40.0}
 #: quantiles other than the median, and the IQR: floor, count, then per group either the mechanism(s) on
 #: the log-uniform codes with ``centre + em`` (the "wide" route), or a centre (a median) then the
 #: mechanism(s) on centred, octave-decaying codes (the "near" route); the released count decides
-SPLIT_TAIL = {"bound": 0.05, "count": 0.02, "centre": 0.45, "em": 0.48}
+SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 #: the wide route when ``n_hat min(p, 1 - p) eps >= ROUTE``: then the loss beyond the data's extremes
 #: (``n min(p, 1 - p)`` ranks) outweighs the float line's octaves even for data far from 0
 ROUTE = 100.0
@@ -198,11 +198,11 @@ def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: flo
 
 
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, a count (0.02 eps),
-    then one exponential mechanism over the log-uniform codes (0.93 eps).  Other p: the floor (0.05 eps),
-    a count (0.02 eps), then either the mechanism on the log-uniform codes (0.93 eps) or a centre (the
+    """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, a count (0.05 eps),
+    then one exponential mechanism over the log-uniform codes (0.90 eps).  Other p: the floor (0.05 eps),
+    a count (0.05 eps), then either the mechanism on the log-uniform codes (0.90 eps) or a centre (the
     median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying measure
-    (0.48 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
+    (0.45 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
     ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
     eps, p = budget.epsilon, float(params.p)
     s = _bounded(batch, params).sorted()
@@ -219,7 +219,7 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
 
 def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_iqr, scale-free: the floor (0.05 eps), then Q1 and Q3 as in :func:`run_quantile` for p != 1/2
-    (count 0.02 eps; each quantile half of the remaining 0.93 eps, sensitivity 3/4).  Cost eps (pure).
+    (count 0.05 eps; each quantile half of the remaining 0.90 eps, sensitivity 3/4).  Cost eps (pure).
     Clamped >= 0."""
     eps = budget.epsilon
     s = _bounded(batch, params).sorted()

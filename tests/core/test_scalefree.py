@@ -135,5 +135,5 @@ def test_null_when_the_released_count_is_too_small(aggregate, p):
     """n eps = 5: nothing bound-free can locate data on the float line; NULL instead of a value of 1e200
     (a route on the released count: the NULL share is the same on neighbours, within noise)."""
     x = list(np.random.default_rng(1).normal(200.0, 10.0, 50))
-    out = run(aggregate, Batch.from_lists([x] * 200), Params(epsilon=0.1, p=p), method="scalefree", rng=Rng.seeded(9))
-    assert np.mean(np.isnan(out)) > 0.9
+    out = run(aggregate, Batch.from_lists([x] * 400), Params(epsilon=0.1, p=p), method="scalefree", rng=Rng.seeded(9))
+    assert np.mean(np.isnan(out)) > 0.75  # the count at 0.05 eps has noise 20 / eps: the route is noisy too
