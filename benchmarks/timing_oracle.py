@@ -23,8 +23,12 @@ import duckdb
 
 import dpsql
 
-QUERY = ("SELECT dp_count(*, epsilon := 0.001) FROM visits v JOIN big b "
-         "ON (v.name = '{name}' AND v.diag = 'hiv')")
+#: the issue's attack: refused since the fan-out rule (E043) before any charge
+ATTACK = ("SELECT dp_count(*, epsilon := 0.001) FROM visits v JOIN big b "
+          "ON (v.name = '{name}' AND v.diag = 'hiv')")
+#: the strongest variant the guard still accepts: the same predicate, with an equality on big's unique key
+KEYED = ("SELECT dp_count(*, epsilon := 0.001) FROM visits v JOIN big b "
+         "ON b.k = v.patient_id AND v.name = '{name}' AND v.diag = 'hiv'")
 
 
 def _make(path: Path, rows: int) -> None:
@@ -41,16 +45,20 @@ def _make(path: Path, rows: int) -> None:
     adm.grant("eve", epsilon=10_000)
 
 
-def _measure(path: Path, runs: int, quantum: float | None) -> dict[str, list[float]]:
+def _measure(path: Path, runs: int, quantum: float | None, query: str) -> tuple[dict[str, list[float]], str]:
+    """Interleaved runs of ``query`` for a present and an absent name; the outcome (released or a code)."""
     times: dict[str, list[float]] = {"present": [], "absent": []}
+    outcome = "released"
     with dpsql.connect(path, analyst="eve", latency_quantum=quantum) as s:
-        s.sql(QUERY.format(name="warm-up"))
         for _ in range(runs):
             for cond, name in (("present", "target"), ("absent", "nobody")):
                 t = time.perf_counter()
-                s.sql(QUERY.format(name=name))
+                try:
+                    s.sql(query.format(name=name))
+                except dpsql.PrivacyError as e:
+                    outcome = f"refused {e.code}"
                 times[cond].append(time.perf_counter() - t)
-    return times
+    return times, outcome
 
 
 def _guess_accuracy(times: dict[str, list[float]]) -> float:
@@ -66,35 +74,40 @@ def _guess_accuracy(times: dict[str, list[float]]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--rows", type=float, default=1e6)
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "hospital.duckdb"
         _make(path, int(args.rows))
-        for quantum in (None, 0.5, 1.0):
-            t = _measure(path, args.runs, quantum)
-            p, a = statistics.median(t["present"]), statistics.median(t["absent"])
-            sep = min(t["present"]) / max(t["absent"])
-            rows.append(f"| {quantum or 'none'} | {p:.3f} | {a:.3f} | {p / a:.2f}x | {sep:.2f} | "
-                        f"{_guess_accuracy(t):.0%} |")
-            print(rows[-1], flush=True)
+        for label, query in (("attack (ON predicate only)", ATTACK), ("keyed join (b.k = v.patient_id)", KEYED)):
+            for quantum in (None, 0.25):
+                t, outcome = _measure(path, args.runs, quantum, query)
+                p, a = statistics.median(t["present"]), statistics.median(t["absent"])
+                sep = min(t["present"]) / max(t["absent"])
+                rows.append(f"| {label} | {outcome} | {quantum or 'none'} | {p:.4f} | {a:.4f} | {p / a:.2f}x | "
+                            f"{sep:.2f} | {_guess_accuracy(t):.0%} |")
+                print(rows[-1], flush=True)
     text = "\n".join([
         "# Timing oracle (issue 13, finding 1)",
         "",
         f"`benchmarks/timing_oracle.py --runs {args.runs} --rows {int(args.rows)}`: {args.runs} interleaved runs per "
         "condition, one guarded session per row of the table, a declared public table of "
-        f"{int(args.rows):,} rows joined ON a predicate about one patient.",
+        f"{int(args.rows):,} rows joined to the protected rows with a predicate about one patient.",
         "",
-        "| latency quantum (s) | median, present (s) | median, absent (s) | ratio | min present / max absent "
-        "| one-run guess accuracy |",
-        "|---|---|---|---|---|---|",
+        "| query | outcome | latency quantum (s) | median, present (s) | median, absent (s) | ratio | "
+        "min present / max absent | one-run guess accuracy |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         "A separation above 1 means every single run tells the bit; a guess accuracy near 50 % means the time "
-        "tells nothing. The quantum pads each answer to a whole number of quanta; it hides the bit only while the "
-        "slow case stays inside the first quantum.",
+        "tells nothing (with 2 x runs points, a fitted threshold reaches ~55-60 % on pure noise). Before the "
+        "fan-out rule (E043) the attack was released: 0.248 s present vs 0.126 s absent without a quantum, "
+        "100 % guessable from one run; 68 % with a 0.5 s quantum (20 runs, commit ee94b9b). Now it is refused "
+        "from its text alone (both names alike, uncharged), and the keyed join, whose fan-out is one row, does "
+        "the same work either way. The quantum pads each accepted answer, guard and charge included, to a "
+        "whole number of quanta.",
     ]) + "\n"
     out = Path(__file__).resolve().parent / "results" / "timing_oracle.md"
     out.write_text(text)

@@ -60,13 +60,16 @@ def test_filter_equivalent_via_case(con):
 
 
 def test_empty_groups_and_empty_input_release_answers(con):
-    # a WHERE that matches nothing: the global aggregate still releases (count: noise around 0)
-    vals = [con.execute("SELECT dp_count(x, epsilon := 1), dp_median(x, epsilon := 1) FROM t WHERE x < 0").fetchone()
-            for _ in range(5)]
-    assert all(v[0] is not None and v[1] is not None for v in vals)
-    # a mean over no rows is NULL only when its noisy count says so (not deterministically)
-    means = [con.execute("SELECT dp_mean(x, epsilon := 1) FROM t WHERE x < 0").fetchone()[0] for _ in range(40)]
-    assert any(m is None for m in means) and any(m is not None for m in means)
+    # a WHERE that matches nothing: the global aggregate still releases a row (count: noise around 0)
+    vals = [con.execute("SELECT dp_count(x, epsilon := 1), dp_median(x, epsilon := 1), dp_mean(x, epsilon := 1) "
+                        "FROM t WHERE x < 0").fetchone() for _ in range(20)]
+    assert all(v[0] is not None for v in vals)
+    # the median and the mean over no rows are NULL when their released count (noise around 0) is below
+    # 25 / eps, which is most of the time but not always: the NULL is not a deterministic function of the data
+    assert sum(v[1] is None for v in vals) >= 10 and sum(v[2] is None for v in vals) >= 10
+    # the old seed-003 quantile never returns NULL
+    assert con.execute("SELECT dp_median(x, epsilon := 1, method := 'threshold') FROM t WHERE x < 0").fetchone()[0] \
+        is not None
 
 
 @pytest.mark.parametrize(

@@ -88,14 +88,15 @@ class Method:
 _REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
 
 
-#: the default method per aggregate, chosen by the accuracy benchmark (benchmarks/accuracy.py; README table)
+#: the default method per aggregate, chosen by issue 12's panel (benchmarks/panel.py: geometric mean and worst cell
+#: against peers with exact bounds and the lower-bound lines; README table)
 DEFAULTS: dict[str, str] = {
     "count": "laplace",
-    "sum": "universal",
-    "mean": "universal",
+    "sum": "scalefree",
+    "mean": "scalefree",
     "var": "asymmetric",
-    "quantile": "threshold",
-    "iqr": "universal",
+    "quantile": "scalefree",
+    "iqr": "scalefree",
 }
 
 
