@@ -56,7 +56,7 @@ _EPOCH = datetime(1970, 1, 1)  # timestamps are naive UTC (no pytz needed to rea
 _RETRIES = 3
 _CONFLICT_TEXT = ("conflict", "write-write", "Could not set lock", "Conflicting lock")
 
-_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS: dict[str, _PriorityLock] = {}
 _PROCESS_LOCKS_GUARD = threading.Lock()
 
 
@@ -198,10 +198,43 @@ def _budget(row: tuple[Any, ...]) -> Budget:
                       clean(dl), clean(ds), None if cap is None else clean(cap), None if dq is None else clean(dq))
 
 
-def _process_lock(path: Path) -> threading.Lock:
+class _PriorityLock:
+    """A mutex whose urgent waiters (session opens: logins) go before the others (charges, reads), so a
+    login never queues behind a stream of queries' charges (issue 13).  Not reentrant."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._urgent = 0
+
+    def acquire(self, timeout: float, urgent: bool = False) -> bool:
+        end = time.monotonic() + timeout
+        with self._cond:
+            if urgent:
+                self._urgent += 1
+            try:
+                while self._held or (not urgent and self._urgent):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+                self._held = True
+                return True
+            finally:
+                if urgent:
+                    self._urgent -= 1
+                    self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
+def _process_lock(path: Path) -> _PriorityLock:
     key = str(path.resolve())
     with _PROCESS_LOCKS_GUARD:
-        return _PROCESS_LOCKS.setdefault(key, threading.Lock())
+        return _PROCESS_LOCKS.setdefault(key, _PriorityLock())
 
 
 def _unavailable(what: str) -> PrivacyError:
@@ -264,7 +297,7 @@ class Ledger:
         self._anchor_path = self.path.with_name(self.path.name.removesuffix(".duckdb") + ".anchor")
         if not self.path.exists() and not create:
             raise _unavailable("no ledger file (the admin has not granted any budget yet)")
-        with self._transaction() as con:
+        with self._transaction(urgent=True) as con:
             if create:
                 for stmt in statements(read_sql("ledger.sql")):
                     con.execute(stmt)
@@ -275,10 +308,10 @@ class Ledger:
     # ----------------------------------------------------------------- locking and transactions
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self, urgent: bool = False) -> Iterator[None]:
         deadline = time.monotonic() + self.lock_timeout
         plock = _process_lock(self.path)
-        if not plock.acquire(timeout=max(self.lock_timeout, 0.0)):
+        if not plock.acquire(max(self.lock_timeout, 0.0), urgent):
             raise _contention()
         try:
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -342,20 +375,20 @@ class Ledger:
             con.close()
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _transaction(self, urgent: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """Lock, then one transaction (used for reads and for creation); DuckDB failures are DPSQL-E090."""
-        with self._locked():
+        with self._locked(urgent):
             try:
                 with self._open_transaction() as con:
                     yield con
             except duckdb.Error:
                 raise _unavailable("the ledger could not be read") from None
 
-    def _retrying(self, fn: Any) -> Any:
+    def _retrying(self, fn: Any, urgent: bool = False) -> Any:
         """Under the locks, run ``fn(con)`` in a transaction, retrying write conflicts (DPSQL-E071 after
         the retries).  ``fn`` returns ``(result, appended entry or None)``; the entry is anchored after
         the commit, still under the locks.  Deferred status marks ride along in the same transaction."""
-        with self._locked():
+        with self._locked(urgent):
             for _ in range(_RETRIES):
                 with self._pending_lock:
                     pending = list(self._pending)
@@ -608,7 +641,7 @@ class Ledger:
             con.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, NULL)", [sid, principal, os.getpid(), _now()])
             return (sid, budget), None
 
-        return self._retrying(run)
+        return self._retrying(run, urgent=True)
 
     def close_session(self, session_id: str) -> None:
         """Record a session end."""

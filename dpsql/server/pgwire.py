@@ -645,7 +645,9 @@ class Connection:
             self.server.cancel_keys.pop(self.cancel_key, None)
         if self.session is not None:
             with contextlib.suppress(Exception):
-                await self.server.in_login_pool(self.session.close)
+                self.session.interrupt()  # a query still running for a client that left stops now
+            with contextlib.suppress(Exception):  # its own pool: a close waits for that query to end
+                await asyncio.get_running_loop().run_in_executor(self.server.close_pool, self.session.close)
         with contextlib.suppress(Exception):
             self.writer.close()
             await self.writer.wait_closed()
@@ -686,6 +688,9 @@ class PgServer:
         self.mock_secret = passwords.mock_secret() if passwords is not None else secrets.token_bytes(32)
         self.login_pool = ThreadPoolExecutor(LOGIN_WORKERS, thread_name_prefix="dpsql-login")
         self.query_pool = ThreadPoolExecutor(query_workers, thread_name_prefix="dpsql-query")
+        # closing a session waits for its running query to stop: never in the login pool, so a client that
+        # leaves in the middle of a slow query cannot hold up anybody's login
+        self.close_pool = ThreadPoolExecutor(LOGIN_WORKERS, thread_name_prefix="dpsql-close")
         self.per_principal = per_principal
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.cancel_keys: dict[tuple[int, int], Connection] = {}
@@ -749,6 +754,7 @@ class PgServer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._server.wait_closed()
         self.query_pool.shutdown(wait=False, cancel_futures=True)
+        self.close_pool.shutdown(wait=False, cancel_futures=True)
         self.login_pool.shutdown(wait=False, cancel_futures=True)
 
 

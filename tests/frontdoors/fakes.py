@@ -132,8 +132,7 @@ class FakeSession:
     def tables(self) -> list[TableInfo]:
         return [TableInfo("flights", "protected", {"month": "INTEGER", "carrier": "VARCHAR",
                                                    "dep_delay": "DOUBLE", "day": "DATE"}),
-                TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"}, rows=16,
-                          multiplicity={"carrier": 1, "name": 1})]
+                TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"})]
 
     def interrupt(self) -> None:
         self.world.interrupts += 1
