@@ -36,8 +36,14 @@ _ASCII = "+++++++++-|"
 def _cell(v: Any) -> str:
     if v is None:
         return "NULL"
-    if isinstance(v, float):
-        return repr(v) if abs(v) < 1e15 else f"{v:g}"
+    if isinstance(v, float):  # for reading, not for machines (csv and json keep every digit): a DP answer's
+        # last digits are noise and float artefacts (issue 14: 328510.0, -5.000000000931323): 6 significant digits
+        if v != v or v in (float("inf"), float("-inf")):
+            return repr(v)
+        if 1e6 <= abs(v) < 1e15:
+            return f"{v:.0f}"
+        text = f"{v:.6g}"
+        return "0" if text == "-0" else text
     if isinstance(v, Decimal):
         return format(v.normalize(), "f")
     if isinstance(v, (dt.date, dt.datetime, dt.time)):

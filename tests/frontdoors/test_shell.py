@@ -32,7 +32,7 @@ def test_shell_session_in_a_pty(tmp_path: Path) -> None:
     child.expect_exact("  ...> ")  # multi-line: the statement is not finished without ';'
     child.sendline("FROM flights GROUP BY carrier ORDER BY carrier;")
     child.expect_exact("│ carrier │   n    │")
-    child.expect_exact("│ AA      │  100.0 │")
+    child.expect_exact("│ AA      │    100 │")
     child.expect_exact("ε charged 0.5 · remaining 9.5")
     child.expect_exact("dpsql> ")
     child.sendline("SELECT * FROM flights;")
@@ -96,4 +96,8 @@ def test_render_box_and_csv() -> None:
         "2 rows",
     ]
     assert render_box(["a"], [(1,)], unicode=False).splitlines()[0] == "+---+"
+    # issue 14: a DP answer's float artefacts are not printed (csv and json keep every digit)
+    floats = render_box(["x"], [(328510.0,), (-5.000000000931323,), (16.81197924469517,), (-0.0,), (1.5e-7,),
+                                (float("nan"),)], unicode=False)
+    assert [line.strip("| ") for line in floats.splitlines()[3:9]] == ["328510", "-5", "16.812", "0", "1.5e-07", "nan"]
     assert render_csv(["a", "b"], [(1, "x,y"), (None, "z")]) == 'a,b\n1,"x,y"\n,z'
