@@ -15,6 +15,56 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .context import Context, dp_name, own_nodes
+from .lineage import Sources, resolve
+
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
+
+
+def _base_type(ctx: Context, srcs: Sources, col: exp.Column) -> str | None:
+    """The declared type of a column of a registered table, or None (derived or unknown)."""
+    ref = resolve(srcs, col)
+    if ref is None:
+        return None
+    _, _, source = srcs[ref[0]]
+    if not isinstance(source, exp.Table):
+        return None
+    info = ctx.catalog.get(source.name)
+    if info is None:
+        return None
+    typ = next((t for c, t in info.columns.items() if c.lower() == ref[1]), None)
+    return None if typ is None else typ.upper()
+
+
+def _safe_equality(ctx: Context, srcs: Sources, cond: exp.Expression) -> bool:
+    """``a = b`` between two table columns whose types compare without a runtime cast that can fail (the
+    same type, or both numeric: DuckDB widens numbers losslessly or to DOUBLE, never raising).  Left
+    outside TRY so DuckDB can plan a hash join; any other comparison (``VARCHAR = INTEGER`` casts the
+    string at run time and raises on 'x') stays under TRY."""
+    if not (isinstance(cond, exp.EQ) and isinstance(cond.left, exp.Column) and isinstance(cond.right, exp.Column)):
+        return False
+    a, b = _base_type(ctx, srcs, cond.left), _base_type(ctx, srcs, cond.right)
+    if a is None or b is None:
+        return False
+    return a == b or (a.split("(")[0] in _NUMERIC and b.split("(")[0] in _NUMERIC)
+
+
+def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
+    inner = cond.unnest() if isinstance(cond, exp.Paren) else cond
+    if isinstance(inner, exp.And):
+        return _conjuncts(inner.left) + _conjuncts(inner.right)
+    return [cond]
+
+
+def total_condition(ctx: Context, srcs: Sources, cond: exp.Expression) -> exp.Expression:
+    """A join condition made total conjunct by conjunct: safe column equalities stay bare (hash joins),
+    the rest goes under TRY.  For filtering the two forms agree: ``TRY(a AND b)`` and ``TRY(a) AND TRY(b)``
+    are both NULL or FALSE exactly when a row is dropped."""
+    parts = [c if _safe_equality(ctx, srcs, c) else total_expression(c) for c in _conjuncts(cond)]
+    out = parts[0]
+    for p in parts[1:]:
+        out = exp.And(this=out, expression=p)
+    return out
 
 
 def total_expression(expr: exp.Expression) -> exp.Expression:
@@ -30,9 +80,10 @@ def rewrite_totality(ctx: Context) -> None:
         where = select.args.get("where")
         if where is not None:
             where.set("this", total_expression(where.this))
+        srcs = ctx.sources.get(id(select)) or {}
         for join in select.args.get("joins") or []:
             if join.args.get("on") is not None:
-                join.set("on", total_expression(join.args["on"]))
+                join.set("on", total_condition(ctx, srcs, join.args["on"]))
         if any(dp_name(n) for n in own_nodes(select)):
             continue  # a dp_* aggregation: its arguments and keys are wrapped by the bounding rewrite
         for proj in list(select.expressions):

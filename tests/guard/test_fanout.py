@@ -58,3 +58,36 @@ def test_the_limit_is_a_catalog_setting():
     sql = f"SELECT {C} FROM visits v JOIN clinics c ON ({P})"
     with pytest.raises(PrivacyError):
         plan(sql, Catalog(CAT.tables, max_fanout=2))
+
+
+def test_join_equalities_stay_hash_joinable_only_when_no_cast_can_fail():
+    """Totality used to wrap the whole ON in TRY(...), so DuckDB could not plan a hash join: a keyed join to
+    a 1M-row public table became a 1e10-pair nested loop.  Equalities between columns of the same or of
+    numeric types stay bare; VARCHAR = INTEGER (a cast that raises on 'x' at run time) stays under TRY."""
+    cat = Catalog({**CAT.tables, "names": TableInfo("names", "public", {"label": "VARCHAR"}, rows=3,
+                                                    multiplicity={"label": 1})})
+    keyed = plan(f"SELECT {C} FROM visits v JOIN big b ON b.k = v.patient_id AND {P}", cat).sql
+    assert "ON b.k = v.patient_id AND TRY(" in keyed
+    assert "ON b.k = v.cost" in plan(f"SELECT {C} FROM visits v JOIN big b ON b.k = v.cost", cat).sql
+    cast = plan(f"SELECT {C} FROM visits v JOIN names n ON n.label = v.patient_id", cat).sql
+    assert "ON TRY(n.label = v.patient_id)" in cast
+
+
+def test_a_string_to_integer_join_never_raises_on_data(tmp_path):
+    """End to end: the VARCHAR = INTEGER join condition raises a conversion error on 'x' without TRY."""
+    import duckdb
+
+    import dpsql
+
+    db = tmp_path / "t.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE visits AS SELECT i AS patient_id, i::DOUBLE AS cost FROM range(50) r(i)")
+    con.execute("CREATE TABLE names AS SELECT * FROM (VALUES ('x'), ('7')) t(label)")
+    con.close()
+    adm = dpsql.admin(db)
+    adm.protect("visits", privacy_unit="patient_id")
+    adm.public_table("names")
+    adm.grant("alice", epsilon=1)
+    with dpsql.connect(db, analyst="alice") as s:
+        r = s.sql("SELECT dp_count(*, epsilon := 0.5) AS n FROM visits v JOIN names n ON n.label = v.patient_id")
+        assert r.rows[0][0] is not None
