@@ -120,6 +120,32 @@ def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:
         parent = parent.parent
 
 
+_NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
+
+
+def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: str) -> None:
+    """A dp_* value argument that is a table column of a non-numeric type is refused here with a message
+    that says why (issue 14: it used to fail as "the checked query could not be bound by DuckDB").  The
+    type comes from the catalog (metadata), so the refusal depends on the text and the schema only."""
+    if fn in ("dp_count", "dp_count_star") or not node.expressions:
+        return
+    col = node.expressions[0]
+    if not isinstance(col, exp.Column):
+        return
+    from .lineage import resolve
+
+    srcs = ctx.sources.get(id(agg.select)) or {}
+    ref = resolve(srcs, col)
+    if ref is None or not isinstance(srcs[ref[0]][2], exp.Table):
+        return
+    info = ctx.catalog.get(srcs[ref[0]][2].name)
+    typ = next((t for c, t in (info.columns.items() if info else []) if c.lower() == ref[1]), None)
+    if typ is not None and typ.upper().split("(")[0] not in _NUMERIC_TYPES:
+        raise refuse("060", f"{fn}: its value must be numeric; {col.sql('duckdb')} is {typ} "
+                            f"(convert it, e.g. TRY_CAST({col.sql('duckdb')} AS DOUBLE), or count it with dp_count)")
+
+
 def check_parameters(ctx: Context) -> None:
     """Parse and cost every dp_* call of every aggregation."""
     for agg in ctx.aggregations:
@@ -129,6 +155,7 @@ def check_parameters(ctx: Context) -> None:
                 continue
             _check_placement(agg, node)
             name, params, texts = parse_call(node)
+            _check_value_type(ctx, agg, node, name)
             call = DpCall(node, name, DP_FUNCTIONS[name], params, texts, multiplier=agg.multiplier)
             cost_call(call, ctx.catalog.accounting)
             agg.calls.append(call)
