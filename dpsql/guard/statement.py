@@ -39,6 +39,21 @@ def _type_name(statement: object) -> str:
         return "UNKNOWN"
 
 
+def _position(message: str) -> str:
+    """DuckDB's parser diagnosis (its first line and the ``LINE n: ...`` excerpt with its caret): it quotes
+    only the query text, never data, and says where the error is (issue 14)."""
+    lines = message.splitlines()
+    head = lines[0].split("Error: ", 1)[-1].strip() if lines else ""
+    caret = [ln for ln in lines if ln.startswith("LINE ")]
+    if not head:
+        return ""
+    out = f": {head}"
+    if caret:
+        i = lines.index(caret[0])
+        out += "\n" + "\n".join(lines[i: i + 2])
+    return out
+
+
 def check_statement(ctx: Context) -> None:
     """Parse ``ctx.sql`` into ``ctx.tree``; refuse parse failures (E001), several statements (E002) and
     anything but a query (E003)."""
@@ -53,17 +68,19 @@ def check_statement(ctx: Context) -> None:
         trees = None
     except RecursionError:
         raise refuse("001", "query nested too deeply") from None
+    where = ""
     try:
         types = _duckdb_types(sql)
         n_duck = len(types)
-    except duckdb.Error:
+    except duckdb.Error as exc:
         types, n_duck = [], None
+        where = _position(str(exc))
     if (trees is not None and len(trees) > 1) or (n_duck is not None and n_duck > 1):
         raise refuse("002", "exactly one statement is allowed")
     if n_duck == 1 and types[0] != "SELECT":
         raise refuse("003", f"statement {types[0]} is not allowed; only SELECT queries are")
     if not trees or n_duck is None:
-        raise refuse("001", "the query could not be parsed as DuckDB SQL")
+        raise refuse("001", "the query could not be parsed as DuckDB SQL" + where)
     if n_duck != 1:
         raise refuse("001", "the query could not be parsed as one DuckDB statement")
     tree = trees[0]

@@ -720,8 +720,10 @@ class PgServer:
             pass
         finally:
             self.connections.discard(conn)
-            self._tasks.discard(task)  # type: ignore[arg-type]
-            await conn.close()
+            try:
+                await conn.close()
+            finally:  # only now: a server stopping waits for (or cancels) the close too
+                self._tasks.discard(task)  # type: ignore[arg-type]
 
     async def in_login_pool(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.login_pool, fn, *args)

@@ -23,3 +23,10 @@ def test_a_non_numeric_value_is_refused_with_its_type_and_a_way_out(sql, typ):
                                  "SELECT dp_count(name, epsilon := 1) FROM visits"])
 def test_numeric_values_and_counts_of_anything_pass(sql):
     assert plan(sql, CAT).cost > 0
+
+
+def test_a_parse_error_says_where():
+    with pytest.raises(PrivacyError) as e:
+        plan("SELECT dp_count(cost, epsilon := 1) FORM visits", CAT)
+    assert e.value.code == "DPSQL-E001"
+    assert 'syntax error at or near "visits"' in str(e.value) and "LINE 1:" in str(e.value) and "^" in str(e.value)
