@@ -25,7 +25,7 @@ STRUCTURE = (
     exp.DataTypeParam, exp.Interval, exp.Var, exp.Try, exp.Qualify, exp.TableSample, exp.Exists,
 )
 OPERATORS = (
-    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
     exp.LTE, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
     exp.NullSafeEQ, exp.NullSafeNEQ, exp.DPipe,
 )
