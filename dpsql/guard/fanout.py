@@ -45,7 +45,7 @@ import math
 from sqlglot import exp
 
 from .context import Context, refuse
-from .joins import _alias_of, _conjuncts
+from .joins import _conjuncts, private_joins
 from .lineage import Sources, resolve
 
 INF = math.inf
@@ -113,11 +113,12 @@ def _multiplicity(ctx: Context, srcs: Sources, alias: str, column: str) -> float
     return INF
 
 
-def _fanout(ctx: Context, srcs: Sources, join: exp.Join, public: list[str], other: list[str]) -> float:
+def _fanout(ctx: Context, srcs: Sources, join: exp.Join, public: list[str], other: list[str],
+            ctes: dict[str, exp.Expression]) -> float:
     """Bound on the rows of the public side ``public`` that one row of the ``other`` side can meet."""
     bound = 1.0
     for a in public:
-        bound *= size_bound(ctx, srcs[a][0])
+        bound *= size_bound(ctx, srcs[a][0], ctes)
     if len(public) != 1:
         return bound
     q = public[0]
@@ -140,28 +141,18 @@ def _fanout(ctx: Context, srcs: Sources, join: exp.Join, public: list[str], othe
 def check_fanout(ctx: Context) -> None:
     """Refuse joins that can repeat a protected row more than ``catalog.max_fanout`` times (E043)."""
     limit = ctx.catalog.max_fanout
-    for select in ctx.private:
-        srcs = ctx.sources[id(select)]
-        from_ = select.args.get("from_")
-        if from_ is None:
-            continue
-        first = _alias_of(srcs, from_.this)
-        seen = [first] if first else []
-        for join in select.args.get("joins") or []:
-            right = _alias_of(srcs, join.this)
-            if right is None:
-                raise refuse("040", "join item could not be resolved")
-            left_prot = any(srcs[a][1].kind == "protected" for a in seen)
-            right_prot = srcs[right][1].kind == "protected"
-            bound = 0.0
-            if left_prot and not right_prot:
-                bound = _fanout(ctx, srcs, join, [right], seen)
-            elif right_prot and not left_prot:
-                bound = _fanout(ctx, srcs, join, list(seen), [right])
-            if bound > limit:
-                size = "unbounded" if bound == INF else f"up to {bound:,.0f}"
-                raise refuse("043", f"the join can repeat one protected row {size} times (at most {limit:,} "
-                                    "allowed, so that one person's data cannot decide how much work a query does): "
-                                    "join on a column of the public relation whose values repeat at most that "
-                                    "often, or filter the public relation first")
-            seen.append(right)
+    ctes = _ctes(ctx)
+    for srcs, join, right, seen in private_joins(ctx):
+        left_prot = any(srcs[a][1].kind == "protected" for a in seen)
+        right_prot = srcs[right][1].kind == "protected"
+        bound = 0.0
+        if left_prot and not right_prot:
+            bound = _fanout(ctx, srcs, join, [right], seen, ctes)
+        elif right_prot and not left_prot:
+            bound = _fanout(ctx, srcs, join, seen, [right], ctes)
+        if bound > limit:
+            size = "unbounded" if bound == INF else f"up to {bound:,.0f}"
+            raise refuse("043", f"the join can repeat one protected row {size} times (at most {limit:,} "
+                                "allowed, so that one person's data cannot decide how much work a query does): "
+                                "join on a column of the public relation whose values repeat at most that "
+                                "often, or filter the public relation first")

@@ -22,6 +22,8 @@ DPSQL-E040
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sqlglot import exp
 
 from .context import Context, refuse
@@ -73,8 +75,9 @@ def _joins_on_unit(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
     return False
 
 
-def check_joins(ctx: Context) -> None:
-    """Check every join in every scope that reads protected rows."""
+def private_joins(ctx: Context) -> Iterator[tuple[Sources, exp.Join, str, list[str]]]:
+    """Every join of every scope that reads protected rows, in order: ``(sources, join, right alias, the
+    aliases joined before it)`` (the list is a copy).  Shared by this pass and the fan-out pass."""
     for select in ctx.private:
         srcs = ctx.sources[id(select)]
         from_ = select.args.get("from_")
@@ -86,21 +89,27 @@ def check_joins(ctx: Context) -> None:
             right = _alias_of(srcs, join.this)
             if right is None:
                 raise refuse("040", "join item could not be resolved")
-            left_prot = [a for a in seen if srcs[a][1].kind == "protected"]
-            right_prot = srcs[right][1].kind == "protected"
-            if left_prot or right_prot:
-                method = str(join.args.get("method") or "").upper()
-                kind = str(join.args.get("kind") or "").upper()
-                side = str(join.args.get("side") or "").upper()
-                if method or kind in ("CROSS", "SEMI", "ANTI", "OUTER") and not side:
-                    raise refuse("040", f"{(method or kind)} joins involving protected data are not allowed")
-                if not join.args.get("on") and not join.args.get("using"):
-                    raise refuse("040", "joins involving protected data need an ON or USING condition")
-                if side == "FULL" or (side == "RIGHT" and left_prot) or (side == "LEFT" and right_prot):
-                    raise refuse("040", "outer joins may not make protected rows optional")
-                if left_prot and right_prot:
-                    if side:
-                        raise refuse("040", "protected relations may be joined only by INNER joins")
-                    if not _joins_on_unit(srcs, join, right, left_prot):
-                        raise refuse("040", "protected relations must be joined on equality of the privacy unit")
+            yield srcs, join, right, list(seen)
             seen.append(right)
+
+
+def check_joins(ctx: Context) -> None:
+    """Check every join in every scope that reads protected rows."""
+    for srcs, join, right, seen in private_joins(ctx):
+        left_prot = [a for a in seen if srcs[a][1].kind == "protected"]
+        right_prot = srcs[right][1].kind == "protected"
+        if left_prot or right_prot:
+            method = str(join.args.get("method") or "").upper()
+            kind = str(join.args.get("kind") or "").upper()
+            side = str(join.args.get("side") or "").upper()
+            if method or kind in ("CROSS", "SEMI", "ANTI", "OUTER") and not side:
+                raise refuse("040", f"{(method or kind)} joins involving protected data are not allowed")
+            if not join.args.get("on") and not join.args.get("using"):
+                raise refuse("040", "joins involving protected data need an ON or USING condition")
+            if side == "FULL" or (side == "RIGHT" and left_prot) or (side == "LEFT" and right_prot):
+                raise refuse("040", "outer joins may not make protected rows optional")
+            if left_prot and right_prot:
+                if side:
+                    raise refuse("040", "protected relations may be joined only by INNER joins")
+                if not _joins_on_unit(srcs, join, right, left_prot):
+                    raise refuse("040", "protected relations must be joined on equality of the privacy unit")

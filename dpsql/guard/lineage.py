@@ -81,6 +81,26 @@ def resolve(srcs: Sources, col: exp.Column) -> tuple[str, str] | None:
     return (hits[0], name) if len(hits) == 1 else None
 
 
+#: DuckDB's numeric types (the name before any ``(precision, scale)``)
+NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                 "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
+
+
+def column_type(ctx: Context, srcs: Sources, col: exp.Column) -> str | None:
+    """The declared type (upper case) of a column of a registered table, or None (derived or unknown):
+    schema metadata, never data."""
+    ref = resolve(srcs, col)
+    if ref is None or not isinstance(srcs[ref[0]][2], exp.Table):
+        return None
+    info = ctx.catalog.get(srcs[ref[0]][2].name)
+    typ = next((t for c, t in (info.columns.items() if info else []) if c.lower() == ref[1]), None)
+    return None if typ is None else typ.upper()
+
+
+def is_numeric_type(typ: str) -> bool:
+    return typ.split("(")[0] in NUMERIC_TYPES
+
+
 def _using_names(node: exp.Expression) -> set[str]:
     """Column names merged by ``JOIN ... USING (...)`` in the SELECT whose FROM holds ``node``."""
     holder = node.parent if isinstance(node, exp.Query) and isinstance(node.parent, exp.Subquery) else node

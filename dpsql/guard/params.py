@@ -15,6 +15,7 @@ import math
 from sqlglot import exp
 
 from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
+from .lineage import column_type, is_numeric_type
 
 NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p")
 NAMED = ("epsilon", "rho", "delta", "lower", "upper", "beta", "method")
@@ -120,10 +121,6 @@ def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:
         parent = parent.parent
 
 
-_NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
-
-
 def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: str) -> None:
     """A dp_* value argument that is a table column of a non-numeric type is refused here with a message
     that says why (issue 14: it used to fail as "the checked query could not be bound by DuckDB").  The
@@ -133,15 +130,8 @@ def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: s
     col = node.expressions[0]
     if not isinstance(col, exp.Column):
         return
-    from .lineage import resolve
-
-    srcs = ctx.sources.get(id(agg.select)) or {}
-    ref = resolve(srcs, col)
-    if ref is None or not isinstance(srcs[ref[0]][2], exp.Table):
-        return
-    info = ctx.catalog.get(srcs[ref[0]][2].name)
-    typ = next((t for c, t in (info.columns.items() if info else []) if c.lower() == ref[1]), None)
-    if typ is not None and typ.upper().split("(")[0] not in _NUMERIC_TYPES:
+    typ = column_type(ctx, ctx.sources.get(id(agg.select)) or {}, col)
+    if typ is not None and not is_numeric_type(typ):
         raise refuse("060", f"{fn}: its value must be numeric; {col.sql('duckdb')} is {typ} "
                             f"(convert it, e.g. TRY_CAST({col.sql('duckdb')} AS DOUBLE), or count it with dp_count)")
 

@@ -15,25 +15,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .context import Context, dp_name, own_nodes
-from .lineage import Sources, resolve
-
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-            "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
-
-
-def _base_type(ctx: Context, srcs: Sources, col: exp.Column) -> str | None:
-    """The declared type of a column of a registered table, or None (derived or unknown)."""
-    ref = resolve(srcs, col)
-    if ref is None:
-        return None
-    _, _, source = srcs[ref[0]]
-    if not isinstance(source, exp.Table):
-        return None
-    info = ctx.catalog.get(source.name)
-    if info is None:
-        return None
-    typ = next((t for c, t in info.columns.items() if c.lower() == ref[1]), None)
-    return None if typ is None else typ.upper()
+from .joins import _conjuncts
+from .lineage import Sources, column_type, is_numeric_type
 
 
 def _safe_equality(ctx: Context, srcs: Sources, cond: exp.Expression) -> bool:
@@ -43,17 +26,10 @@ def _safe_equality(ctx: Context, srcs: Sources, cond: exp.Expression) -> bool:
     string at run time and raises on 'x') stays under TRY."""
     if not (isinstance(cond, exp.EQ) and isinstance(cond.left, exp.Column) and isinstance(cond.right, exp.Column)):
         return False
-    a, b = _base_type(ctx, srcs, cond.left), _base_type(ctx, srcs, cond.right)
+    a, b = column_type(ctx, srcs, cond.left), column_type(ctx, srcs, cond.right)
     if a is None or b is None:
         return False
-    return a == b or (a.split("(")[0] in _NUMERIC and b.split("(")[0] in _NUMERIC)
-
-
-def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
-    inner = cond.unnest() if isinstance(cond, exp.Paren) else cond
-    if isinstance(inner, exp.And):
-        return _conjuncts(inner.left) + _conjuncts(inner.right)
-    return [cond]
+    return a == b or (is_numeric_type(a) and is_numeric_type(b))
 
 
 def total_condition(ctx: Context, srcs: Sources, cond: exp.Expression) -> exp.Expression:
