@@ -259,6 +259,19 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     return _intersect(c - r, c + r, params)
 
 
+def _routes(batch: Batch, params: Params, sp: dict[str, float], eps: float, rng: Rng,
+            null_below: float) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first steps of dp_mean and dp_sum: the sorted (bounded) batch, the noisy count
+    (``sp['count'] eps``), the code floor (``sp['bound'] eps``), and the groups of each route decided by the
+    released count: ``few`` (``null_below <= n_hat eps < MEAN_ROUTE``) and ``many`` (``>= MEAN_ROUTE``);
+    the rest answer NULL."""
+    s = _bounded(batch, params).sorted()
+    n = noisy_count(s, sp["count"] * eps, rng)
+    e = _floor_exponent(s, sp["bound"] * eps, rng)
+    many = n * eps >= MEAN_ROUTE
+    return s, n, e, np.flatnonzero(~many & (n * eps >= null_below)), np.flatnonzero(many)
+
+
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean, scale-free (accuracy study R2).  NULL when ``n_hat eps < NULL_BELOW['median']`` or n_hat < 1.
 
@@ -270,24 +283,19 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     The route is post-processing of the released count (adaptive sequential composition)."""
     eps = budget.epsilon
     sp = SPLIT_MEAN
-    s = _bounded(batch, params).sorted()
-    n = noisy_count(s, sp["count"] * eps, rng)
-    e = _floor_exponent(s, sp["bound"] * eps, rng)
+    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["median"])
     out = np.full(s.groups, np.nan)
-    many = n * eps >= MEAN_ROUTE
-    idx = np.flatnonzero(~many & (n * eps >= NULL_BELOW["median"]))
-    if idx.size:
+    if few.size:
         rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
-        out[idx] = _clip_out(_quantile(_groups(s, idx), e[idx], 0.5, rest, rng), params)
-    idx = np.flatnonzero(many)
-    if idx.size:
-        sub = _groups(s, idx)
-        l, r = _range(sub, e[idx], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+        out[few] = _clip_out(_quantile(_groups(s, few), e[few], 0.5, rest, rng), params)
+    if many.size:
+        sub = _groups(s, many)
+        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
         c = l / 2.0 + r / 2.0
         half = r / 2.0 - l / 2.0
         x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets)) - per_row(c, sub.offsets)
         total = release_sum(x, sub.offsets, half, sp["sum"] * eps, rng)
-        out[idx] = np.clip(c + total / np.maximum(n[idx], 1.0), l, r)
+        out[many] = np.clip(c + total / np.maximum(n[many], 1.0), l, r)
     return np.where(n >= 1.0, out, np.nan)
 
 
@@ -300,26 +308,21 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
     eps = budget.epsilon
     sp = SPLIT_SUM
-    s = _bounded(batch, params).sorted()
-    n = noisy_count(s, sp["count"] * eps, rng)
-    e = _floor_exponent(s, sp["bound"] * eps, rng)
+    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["sum"])
     out = np.full(s.groups, np.nan)
-    many = n * eps >= MEAN_ROUTE
-    idx = np.flatnonzero(~many & (n * eps >= NULL_BELOW["sum"]))
-    if idx.size:
-        sub = _groups(s, idx)
+    if few.size:
+        sub = _groups(s, few)
         rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
-        med = _clip_out(_quantile(sub, e[idx], 0.5, SUM_FEW["median"] * rest, rng), params)
+        med = _clip_out(_quantile(sub, e[few], 0.5, SUM_FEW["median"] * rest, rng), params)
         w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
-        n2 = (w1 * n[idx] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
+        n2 = (w1 * n[few] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
         with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
-            out[idx] = med * np.maximum(n2, 0.0)
-    idx = np.flatnonzero(many)
-    if idx.size:
-        sub = _groups(s, idx)
-        l, r = _range(sub, e[idx], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+            out[few] = med * np.maximum(n2, 0.0)
+    if many.size:
+        sub = _groups(s, many)
+        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
         x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
-        out[idx] = release_sum(x, sub.offsets, np.maximum(np.abs(l), np.abs(r)), sp["sum"] * eps, rng)
+        out[many] = release_sum(x, sub.offsets, np.maximum(np.abs(l), np.abs(r)), sp["sum"] * eps, rng)
     return out
 
 
