@@ -47,9 +47,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import peers  # noqa: E402
 from accuracy import errors, replicate, truth_and_scale  # noqa: E402
 from common import RESULTS, Dataset, exact, fmt, machine, md_table, panel, seed_of  # noqa: E402
-from peers import loose_bounds  # noqa: E402
 
 from dpsql.core import Params, default_method, run  # noqa: E402
 from dpsql.noise import Rng  # noqa: E402
@@ -90,17 +90,7 @@ def _opendp(agg: str, x: np.ndarray, eps: float, bounds, g: np.random.Generator)
                 q.append(float(m((x - off).tolist())) + off)
             return q[0] if len(q) == 1 else q[1] - q[0]
         return go
-    if agg in ("mean", "var"):
-        sized = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=x.size)
-        chain = (sized, dp.symmetric_distance()) >> dp.t.then_clamp((lo, hi))
-        chain = chain >> (dp.t.then_mean() if agg == "mean" else dp.t.then_variance())
-        meas = dp.binary_search_chain(lambda s: chain >> dp.m.then_laplace(s), d_in=2, d_out=eps)
-        return lambda: float(meas(x))
-    if agg == "sum":
-        chain = (unsized, dp.symmetric_distance()) >> dp.t.then_clamp((lo, hi)) >> dp.t.then_sum()
-        meas = dp.binary_search_chain(lambda s: chain >> dp.m.then_laplace(s), d_in=1, d_out=eps)
-        return lambda: float(meas(x))
-    return None
+    return peers._opendp(agg, x, eps, bounds)  # mean, var (sized, d_in = 2) and sum: as peers.py calls them
 
 
 def _diffprivlib(agg: str, x: np.ndarray, eps: float, bounds, seed: int):  # noqa: ANN001, ANN202
@@ -109,26 +99,17 @@ def _diffprivlib(agg: str, x: np.ndarray, eps: float, bounds, seed: int):  # noq
 
     if agg == "sum":
         return None  # tools.sum calibrates to (upper - lower): replace-one neighbours with n public, not comparable
-    rs = np.random.RandomState(seed % 2**32)
-    kw = {"bounds": bounds, "random_state": rs, "accountant": BudgetAccountant()}
+    if agg not in ("p90", "iqr"):
+        return peers._diffprivlib(agg, x, eps, bounds, seed)  # mean, var, median: as peers.py calls them
+    kw = {"bounds": bounds, "random_state": np.random.RandomState(seed % 2**32), "accountant": BudgetAccountant()}
     if agg == "p90":
         return lambda: float(dpl.tools.quantile(x, 0.9, epsilon=eps, **kw))
-    if agg == "iqr":
-        return lambda: float(np.diff(dpl.tools.quantile(x, [0.25, 0.75], epsilon=eps, **kw))[0])
-    fn = {"mean": dpl.tools.mean, "var": dpl.tools.var, "median": dpl.tools.median, "sum": dpl.tools.sum}[agg]
-    return lambda: float(fn(x, epsilon=eps, **kw))
+    return lambda: float(np.diff(dpl.tools.quantile(x, [0.25, 0.75], epsilon=eps, **kw))[0])
 
 
 def _pydp(agg: str, x: np.ndarray, eps: float, bounds):  # noqa: ANN001, ANN202
-    from pydp.algorithms.laplacian import BoundedMean, BoundedSum, BoundedVariance, Median
-
-    if agg not in ("mean", "var", "sum", "median"):
-        return None
-    data = x.tolist()
-    cls = {"mean": BoundedMean, "var": BoundedVariance, "median": Median, "sum": BoundedSum}[agg]
-    kw = {} if bounds is None else {"lower_bound": float(bounds[0]), "upper_bound": float(bounds[1])}
-    alg = cls(epsilon=eps, dtype="float", **kw)
-    return lambda: float(alg.quick_result(data))
+    """python-dp has no p90 or IQR; the rest as peers.py calls it."""
+    return peers._pydp(agg, x, eps, bounds) if agg in ("mean", "var", "sum", "median") else None
 
 
 # --------------------------------------------------------------------------- lower-bound lines
@@ -185,7 +166,7 @@ def run_cell(ds: Dataset, n: int, runs: int, aggs: tuple[str, ...], epsilons: tu
     x = ds.sample(n)
     ex = exact(x)
     oracle = (ex["min"], ex["max"])
-    modes = {"oracle": oracle, "loose": loose_bounds(*oracle)}
+    modes = {"oracle": oracle, "loose": peers.loose_bounds(*oracle)}
     batch = replicate(x, runs)
     rows = []
     base = {"dataset": ds.label, "n": int(x.size)}
