@@ -9,6 +9,7 @@ schema (``duckdb_columns``), never from its statistics.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +92,13 @@ def _typed_keys(con: duckdb.DuckDBPyConnection, values: list[str], typ: str) -> 
     return tuple(r[0] for r in rows)
 
 
-def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> dict[str, TableInfo]:
+def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None,
+                measure: Callable[[str, str], int] | None = None) -> dict[str, TableInfo]:
     """All protected and public tables declared in the metadata, as the guard's ``TableInfo``.
 
-    Tables declared but since dropped from the database are left out (the guard then refuses them)."""
+    Tables declared but since dropped from the database are left out (the guard then refuses them).
+    A public table's per-column multiplicities are measured here, or, given ``measure(table, column)``,
+    only when the guard first asks for one (a session: a login does not scan public tables)."""
     from .guard.catalog import TableInfo
 
     if not _has_schema(con, catalog):
@@ -118,7 +122,7 @@ def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> d
         cols = table_columns(con, name, catalog)
         if not cols or name.lower() in out:
             continue
-        rows, mult = _public_stats(con, name, list(cols), catalog)
+        rows, mult = _public_stats(con, name, list(cols), catalog, measure)
         out[name.lower()] = TableInfo(name=name, kind="public", columns=cols, privacy_unit=None,
                               max_rows_per_unit=1, max_groups_per_unit=1, public_keys={}, rows=rows,
                               multiplicity=mult)
@@ -130,16 +134,49 @@ def load_tables(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> d
 STATS_MAX_ROWS = 10_000_000
 
 
-def _public_stats(con: duckdb.DuckDBPyConnection, name: str, cols: list[str],
-                  catalog: str | None) -> tuple[int, dict[str, int]]:
+def _table_ref(name: str, catalog: str | None) -> str:
+    return f"{quote_ident(catalog)}.main.{quote_ident(name)}" if catalog else f"main.{quote_ident(name)}"
+
+
+def _multiplicity_sql(t: str, column: str) -> str:
+    return f"(SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM {t} GROUP BY {quote_ident(column)}))"
+
+
+def max_multiplicity(con: duckdb.DuckDBPyConnection, name: str, column: str, catalog: str | None = None) -> int:
+    """The largest number of rows of public table ``name`` sharing one value of ``column``."""
+    return int(con.execute("SELECT " + _multiplicity_sql(_table_ref(name, catalog), column)).fetchall()[0][0])
+
+
+class LazyMultiplicity(Mapping[str, int]):
+    """``{column: largest multiplicity}`` of one public table, each measured on first access and kept."""
+
+    def __init__(self, columns: list[str], measure: Callable[[str], int]) -> None:
+        self._columns, self._measure, self._known = list(columns), measure, {}
+
+    def __getitem__(self, column: str) -> int:
+        if column not in self._columns:
+            raise KeyError(column)
+        if column not in self._known:
+            self._known[column] = int(self._measure(column))
+        return self._known[column]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
+def _public_stats(con: duckdb.DuckDBPyConnection, name: str, cols: list[str], catalog: str | None,
+                  measure: Callable[[str, str], int] | None) -> tuple[int, Mapping[str, int]]:
     """Row count and per-column largest multiplicity of a public table (public data: reading it is free)."""
-    t = f"{quote_ident(catalog)}.main.{quote_ident(name)}" if catalog else f"main.{quote_ident(name)}"
+    t = _table_ref(name, catalog)
     rows = int(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0])
     if rows > STATS_MAX_ROWS or not cols:
         return rows, {}
-    parts = [f"(SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM {t} GROUP BY {quote_ident(c)}))"
-             for c in cols]
-    vals = con.execute("SELECT " + ", ".join(parts)).fetchall()[0]
+    if measure is not None:
+        return rows, LazyMultiplicity(cols, lambda c: measure(name, c))
+    vals = con.execute("SELECT " + ", ".join(_multiplicity_sql(t, c) for c in cols)).fetchall()[0]
     return rows, {c: int(v) for c, v in zip(cols, vals, strict=True)}
 
 

@@ -222,7 +222,12 @@ class Session:
         writer (the admin included), so the policy cannot change under it."""
         self._check_open()
         if self._policy is None:
-            self._policy = self._executor.call(lambda con: policy.load_tables(con, self._executor.alias))
+            alias = self._executor.alias
+
+            def measure(table: str, column: str) -> int:  # on the guard's first question, on the executor
+                return self._executor.call(lambda con: policy.max_multiplicity(con, table, column, alias))
+
+            self._policy = self._executor.call(lambda con: policy.load_tables(con, alias, measure))
         return self._policy
 
     def _check(self, sql: str) -> tuple[Plan, Any]:

@@ -9,6 +9,7 @@ The session fills a :class:`Catalog` from dpsql's policy tables; the guard never
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,9 +28,10 @@ class TableInfo:
     max_groups_per_unit: int = 1
     public_keys: dict[str, tuple] = field(default_factory=dict)
     #: public tables only, measured by the session from the (public) data: row count and, per column, the
-    #: largest number of rows sharing one value (the join fan-out bound of ``guard.fanout``)
+    #: largest number of rows sharing one value (the join fan-out bound of ``guard.fanout``; a session
+    #: measures a column only when the guard first asks)
     rows: int | None = None
-    multiplicity: dict[str, int] = field(default_factory=dict)
+    multiplicity: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def protected(self) -> bool:

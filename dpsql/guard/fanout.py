@@ -108,8 +108,10 @@ def _multiplicity(ctx: Context, srcs: Sources, alias: str, column: str) -> float
     node, _, source = srcs[alias]
     if isinstance(source, exp.Table):
         info = ctx.catalog.get(source.name)
-        if info is not None and not info.protected and column in {c.lower() for c in info.multiplicity}:
-            return float(next(v for c, v in info.multiplicity.items() if c.lower() == column))
+        name = next((c for c in info.multiplicity if c.lower() == column), None) if info and not info.protected \
+            else None
+        if name is not None:  # only this column is measured (a session measures on first access)
+            return float(info.multiplicity[name])
     return INF
 
 
