@@ -49,7 +49,6 @@ __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
 E_MIN = -1074
-DECAY_OCTAVES = 1  # the decaying measure loses one mantissa bit every DECAY_OCTAVES octaves
 SPLIT = {"bound": 0.05, "count": 0.05, "em": 0.90}
 #: NULL when the released count says there is too little data to locate anything on the float line
 #: (``n_hat eps`` below these; measured in benchmarks/results/panel.md): post-processing of the count
@@ -70,7 +69,7 @@ def _octave_table(decay: bool) -> tuple[np.ndarray, np.ndarray]:
     ``2**max(M_BITS - k + 1, 0)``: the measure's density falls like ``|y - c|**-2`` beyond the floor, so
     the whole float line above the data weighs about as much as the octaves the data fill."""
     k = np.arange(E_TOP - E_MIN + 2, dtype=np.int64)
-    bits = np.maximum(M_BITS - (k - 1) // DECAY_OCTAVES, 0) if decay else np.full(k.size, M_BITS, dtype=np.int64)
+    bits = np.maximum(M_BITS - (k - 1), 0) if decay else np.full(k.size, M_BITS, dtype=np.int64)
     size = np.where(k >= 1, np.left_shift(1, bits), 0)
     base = (1 << M_BITS) + np.concatenate([[0], np.cumsum(size)[:-1]])
     return bits, base
