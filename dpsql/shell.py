@@ -2,7 +2,8 @@
 
 Statements end with ``;`` and may span lines; history is kept with readline (``~/.dpsql_history``); results are
 boxed tables; after every query the shell prints what it cost and what remains; refusals print their DPSQL code.
-Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode box|csv|json``, ``.help``, ``.quit``.
+Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode box|csv|json``, ``.maxrows N``,
+``.timer on|off``, ``.output [FILE]``, ``.read FILE``, ``.help``, ``.quit`` (see ``DOT_COMMANDS``).
 """
 
 from __future__ import annotations
@@ -13,21 +14,34 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
 from .errors import PrivacyError
 
-HELP = """\
-Enter SQL ending with ';' (it may span several lines). Every query is checked by the guard and charged
-to your budget; a refused query costs nothing.
-.tables            list the tables you may query (protected or public)
-.schema [TABLE]    columns and types (and the privacy unit of protected tables)
-.budget            your budget: limit, spent, remaining
-.mode box|csv|json how results are printed (default box)
-.help              this text
-.quit / .exit      leave (Ctrl-D works too)"""
+#: dot command -> its line in .help (the help text and the completion of dot commands come from here)
+DOT_COMMANDS = {
+    ".tables": ".tables            list the tables you may query (protected or public)",
+    ".schema": ".schema [TABLE]    columns and types, the privacy unit and the groupable (public-key) columns",
+    ".budget": ".budget            your budget: limit, spent, remaining",
+    ".mode": ".mode box|csv|json how results are printed (default box)",
+    ".maxrows": ".maxrows [N]       rows a box shows (default 40; csv and json print every row)",
+    ".timer": ".timer on|off      print each statement's elapsed wall time",
+    ".output": ".output [FILE]     write results to FILE (replaced); .output alone: back to the terminal",
+    ".read": ".read FILE         run the statements and dot commands in FILE",
+    ".help": ".help              this text",
+    ".quit": ".quit / .exit      leave (Ctrl-D works too)",
+}
+
+HELP = "\n".join([
+    "Enter SQL ending with ';' (it may span several lines). Every query is checked by the guard and charged",
+    "to your budget; a refused query costs nothing.",
+    *DOT_COMMANDS.values(),
+])
+
+MAX_READ_DEPTH = 16  # .read inside .read, at most this deep
 
 _BOX = "┌┬┐├┼┤└┴┘─│"
 _ASCII = "+++++++++-|"
@@ -71,9 +85,9 @@ def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Seq
     tl, tm, tr, ml, mm, mr, bl, bm, br, h, v = ch
     shown = list(rows)
     cut = len(shown) > max_rows
-    if cut:
-        half = max_rows // 2
-        shown = shown[:half] + [None] + shown[-half:]  # type: ignore[list-item]
+    if cut:  # the first ceil(N/2) and the last floor(N/2) rows: exactly max_rows shown
+        head, tail = (max_rows + 1) // 2, max_rows // 2
+        shown = shown[:head] + [None] + shown[len(shown) - tail:]  # type: ignore[list-item]
     header = [str(c) for c in columns]
     tline = [str(x).lower() for x in types] if types else None
     body = [None if r is None else [_cell(x) for x in r] for r in shown]
@@ -142,7 +156,10 @@ def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = 
 
 
 class Shell:
-    """The read-eval-print loop over one guarded session (``session`` follows the dpsql session API)."""
+    """The read-eval-print loop over one guarded session (``session`` follows the dpsql session API).
+
+    ``out`` is the terminal (prompts' answers, cost and timer lines, errors); results go to ``out`` too
+    unless ``.output FILE`` redirects them."""
 
     prompt = "dpsql> "
     more = "  ...> "
@@ -152,23 +169,42 @@ class Shell:
         self.out = out or sys.stdout
         self.read = read
         self.mode = "box"
+        self.max_rows = 40
+        self.timer = False
         self.unicode = _can_encode("┌ε·", self.out)
+        self._file: TextIO | None = None  # .output FILE
+        self._buf: list[str] = []  # lines of an unfinished statement
+        self._depth = 0  # nesting of .read
 
     def echo(self, text: str = "") -> None:
+        """Print to the terminal."""
         print(text, file=self.out, flush=True)
+
+    def emit(self, text: str) -> None:
+        """Print a result: to the ``.output`` file if one is open, else to the terminal."""
+        print(text, file=self._file or self.out, flush=True)
+
+    def _box_unicode(self) -> bool:
+        return True if self._file is not None else self.unicode  # files are written as UTF-8
+
+    def close(self) -> None:
+        """Close the ``.output`` file, if any."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     # ------------------------------------------------------------------ commands
     def dot(self, line: str) -> bool:
         """Run a dot command; False means quit."""
         cmd, _, arg = line.strip().partition(" ")
-        arg = arg.strip().rstrip(";")
+        arg = arg.strip().rstrip(";").strip()
         if cmd in (".quit", ".exit", ".q"):
             return False
         if cmd == ".help":
             self.echo(HELP)
         elif cmd == ".tables":
             names = sorted(ti.name for ti in self.session.tables())
-            self.echo("  ".join(names) if names else "(no tables)")
+            self.emit("  ".join(names) if names else "(no tables)")
         elif cmd == ".schema":
             for ti in sorted(self.session.tables(), key=lambda x: x.name):
                 if arg and ti.name.lower() != arg.lower():
@@ -178,20 +214,79 @@ class Shell:
                 kind = getattr(ti, "kind", "protected")
                 note = f"{kind}" + (f", privacy unit {unit}" if unit else (", row-level" if kind == "protected"
                                                                             else ""))
-                self.echo(f"CREATE TABLE {ti.name}({cols});  -- {note}")
+                self.emit(f"CREATE TABLE {ti.name}({cols});  -- {note}")
         elif cmd == ".budget":
             b = self.session.budget()
             acct = getattr(b, "accounting", "pure")
-            self.echo(render_box(["accounting", "limit", "spent", "remaining"],
-                                 [(acct, b.limit, b.spent, b.remaining)], unicode=self.unicode))
+            self.emit(render_box(["accounting", "limit", "spent", "remaining"],
+                                 [(acct, b.limit, b.spent, b.remaining)], unicode=self._box_unicode()))
         elif cmd == ".mode":
             if arg in ("box", "csv", "json"):
                 self.mode = arg
             else:
                 self.echo("Error: .mode box|csv|json")
+        elif cmd == ".maxrows":
+            if not arg:
+                self.echo(str(self.max_rows))
+            elif arg.isdigit() and int(arg) > 0:
+                self.max_rows = int(arg)
+            else:
+                self.echo("Error: .maxrows N (a whole number of rows, at least 1)")
+        elif cmd == ".timer":
+            if arg.lower() in ("on", "off"):
+                self.timer = arg.lower() == "on"
+            else:
+                self.echo("Error: .timer on|off")
+        elif cmd == ".output":
+            self.output(arg)
+        elif cmd == ".read":
+            if not arg:
+                self.echo("Error: .read FILE")
+            else:
+                return self.read_file(arg)
         else:
             self.echo(f"Error: unknown command {cmd} (try .help)")
         return True
+
+    def output(self, path: str) -> None:
+        """``.output FILE``: results go to FILE (created or replaced); ``.output``: back to the terminal."""
+        self.close()
+        if not path:
+            return
+        try:
+            self._file = open(os.path.expanduser(_unquote(path)), "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            self.echo(f"Error: cannot write {path}: {e.strerror or e}")
+
+    def read_file(self, path: str) -> bool:
+        """``.read FILE``: feed FILE's lines to the shell as if typed; False when the file says ``.quit``."""
+        if self._depth >= MAX_READ_DEPTH:
+            self.echo(f"Error: .read nested more than {MAX_READ_DEPTH} deep")
+            return True
+        try:
+            with open(os.path.expanduser(_unquote(path)), encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            self.echo(f"Error: cannot read {path}: {getattr(e, 'strerror', None) or e}")
+            return True
+        self._depth += 1
+        try:
+            for line in lines:
+                if not self.feed(line):
+                    return False
+        finally:
+            self._depth -= 1
+        if self._buf:
+            self.echo(f"Error: {path} ends inside a statement (missing ';'); it was not run")
+            self._buf = []
+        return True
+
+    def statement(self, sql: str) -> None:
+        """Run one statement and, with ``.timer on``, print its elapsed wall time (display only)."""
+        started = time.perf_counter()
+        self.query(sql)
+        if self.timer:
+            self.echo(f"Run Time (s): real {time.perf_counter() - started:.3f}")
 
     def query(self, sql: str) -> None:
         """Run one statement through the guarded session and print the result and its cost."""
@@ -205,40 +300,52 @@ class Shell:
             return
         columns, rows = list(r.columns), list(r.rows)
         if self.mode == "csv":
-            self.echo(render_csv(columns, rows))
+            self.emit(render_csv(columns, rows))
         elif self.mode == "json":
-            self.echo(render_json(columns, rows))
+            self.emit(render_json(columns, rows))
         else:
             types = [arrow_type_name(f.type) for f in r.table.schema] if hasattr(r, "table") else None
-            self.echo(render_box(columns, rows, types, unicode=self.unicode))
+            self.emit(render_box(columns, rows, types, unicode=self._box_unicode(), max_rows=self.max_rows))
         self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode))
 
     # ------------------------------------------------------------------ loop
+    def feed(self, line: str) -> bool:
+        """Take one input line: a dot command, or part of a statement run once it ends with ``;``.
+
+        False means quit."""
+        if not self._buf and line.strip().startswith("."):
+            return self.dot(line)
+        if not self._buf and not line.strip():
+            return True
+        self._buf.append(line)
+        text = "\n".join(self._buf)
+        if _complete(text):
+            self._buf = []
+            for stmt in _statements(text):
+                self.statement(stmt)
+        return True
+
     def loop(self) -> None:
         """Read statements until .quit or end of input."""
-        buf: list[str] = []
         while True:
             try:
-                line = self.read(self.more if buf else self.prompt)
+                line = self.read(self.more if self._buf else self.prompt)
             except EOFError:
                 self.echo()
                 break
             except KeyboardInterrupt:
                 self.echo("^C")
-                buf = []
+                self._buf = []
                 continue
-            if not buf and line.strip().startswith("."):
-                if not self.dot(line):
-                    break
-                continue
-            if not buf and not line.strip():
-                continue
-            buf.append(line)
-            text = "\n".join(buf)
-            if _complete(text):
-                buf = []
-                for stmt in _statements(text):
-                    self.query(stmt)
+            if not self.feed(line):
+                break
+
+
+def _unquote(path: str) -> str:
+    """A dot command's file argument, without surrounding quotes."""
+    if len(path) >= 2 and path[0] == path[-1] and path[0] in "'\"":
+        return path[1:-1]
+    return path
 
 
 def _statements(text: str) -> list[str]:
@@ -289,4 +396,5 @@ def run(session: Any, *, banner: str | None = None) -> None:
     try:
         sh.loop()
     finally:
+        sh.close()
         save()

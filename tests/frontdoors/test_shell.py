@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -83,6 +84,56 @@ def test_dpsql_shell_command_on_a_real_database(real_db: str, tmp_path: Path) ->
     child.expect(pexpect.EOF)
 
 
+def test_timer_maxrows_read_and_output(tmp_path: Path) -> None:
+    script = tmp_path / "q.sql"
+    script.write_text(".mode csv\nSELECT carrier, dp_count(dep_delay, epsilon := 0.5) AS n\n"
+                      "FROM flights GROUP BY carrier ORDER BY carrier;\n.mode box\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    child = spawn(["-c", FAKE_SHELL], tmp_path)
+    child.expect_exact("dpsql> ")
+    child.sendline(".timer on")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT dp_count(dep_delay, epsilon := 0.25) AS n FROM flights;")
+    child.expect_exact("remaining 9.75")
+    child.expect(r"Run Time \(s\): real \d+\.\d{3}")  # a timer line appears; its value is not checked
+    child.expect_exact("dpsql> ")
+    child.sendline(".timer off")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT dp_count(dep_delay, epsilon := 0.25) AS n FROM flights;")
+    child.expect_exact("remaining 9.5")
+    child.expect_exact("dpsql> ")
+    assert "Run Time" not in child.before
+    child.sendline(".maxrows 4")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT range AS i FROM range(10);")
+    child.expect_exact("10 rows (4 shown)")
+    assert re.findall(r"│\s+(\d+) │", child.before) == ["0", "1", "8", "9"]
+    child.expect_exact("dpsql> ")
+    child.sendline(".maxrows")
+    child.expect_exact(".maxrows\r\n4\r\n")
+    child.sendline(f".read {script}")
+    child.expect_exact("carrier,n")
+    child.expect_exact("AA,100")
+    child.expect_exact("ε charged 0.5 · remaining 9")
+    child.sendline(f".output {out}")
+    child.expect_exact("dpsql> ")
+    child.sendline(".mode csv")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT carrier, name FROM airlines ORDER BY carrier;")
+    child.expect_exact("ε charged 0 · remaining 9")  # the cost line stays on the terminal
+    child.expect_exact("dpsql> ")
+    assert "American" not in child.before
+    child.sendline(".output")
+    child.expect_exact("dpsql> ")
+    child.sendline("SELECT name FROM airlines WHERE carrier = 'DL';")
+    child.expect_exact("name\r\nDelta")  # back on the terminal
+    child.sendline(".read no/such/file.sql")
+    child.expect_exact("Error: cannot read no/such/file.sql")
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+    assert out.read_text(encoding="utf-8") == "carrier,name\nAA,American\nDL,Delta\nUA,United\n"
+
+
 def test_render_box_and_csv() -> None:
     box = render_box(["a", "bb"], [(1, "x"), (22, None)], ["INTEGER", "VARCHAR"])
     assert box.splitlines() == [
@@ -96,6 +147,8 @@ def test_render_box_and_csv() -> None:
         "2 rows",
     ]
     assert render_box(["a"], [(1,)], unicode=False).splitlines()[0] == "+---+"
+    cut = render_box(["i"], [(i,) for i in range(10)], unicode=False, max_rows=3).splitlines()
+    assert [line.strip("| ") for line in cut[3:7]] == ["0", "1", ".", "9"] and cut[-1] == "10 rows (3 shown)"
     # issue 14: a DP answer's float artefacts are not printed (csv and json keep every digit)
     floats = render_box(["x"], [(328510.0,), (-5.000000000931323,), (16.81197924469517,), (-0.0,), (1.5e-7,),
                                 (float("nan"),)], unicode=False)
