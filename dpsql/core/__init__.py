@@ -12,6 +12,7 @@ from .registry import (
     methods,
     privacy_cost,
     run,
+    run_interval,
 )
 
 __all__ = [
@@ -28,5 +29,6 @@ __all__ = [
     "privacy_cost",
     "pure",
     "run",
+    "run_interval",
     "zcdp",
 ]

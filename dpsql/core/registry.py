@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +33,9 @@ __all__ = [
     "MAX_EPSILON",
     "MIN_RHO",
     "MAX_RHO",
+    "MIN_LEVEL",
+    "MAX_LEVEL",
+    "run_interval",
 ]
 
 #: aggregates the core computes; SQL adds dp_stddev (sqrt of var) and dp_median (quantile 0.5)
@@ -48,6 +51,9 @@ MIN_RHO = MIN_EPSILON**2 / 2.0  # the zCDP cost of MIN_EPSILON-DP
 MAX_RHO = 1000.0
 #: public bounds must lie in the data domain (values are clamped to +-2**1000 anyway)
 MAX_BOUND = 2.0**1000
+#: accepted confidence levels of an interval (``dp_*_ci(..., level := 0.95)``)
+MIN_LEVEL = 0.5
+MAX_LEVEL = 0.999
 
 
 class ParameterError(ValueError):
@@ -65,10 +71,14 @@ class Params:
     upper: float | None = None
     p: float | None = None  # quantile level
     beta: float = 1.0 / 3.0  # failure probability used for thresholds (never affects privacy)
+    level: float | None = None  # confidence level of the interval (the dp_*_ci functions); None: no interval
     extra: dict = field(default_factory=dict)
 
 
 RunFn = Callable[[Batch, Privacy, Params, Rng], np.ndarray]
+#: (value, lo, hi) per group: the same release as ``run`` (same cost) and an interval meant to cover the exact
+#: answer with probability ``params.level``; NaN is NULL, and lo = -inf / hi = +inf mean "no finite bound"
+IntervalFn = Callable[[Batch, Privacy, Params, Rng], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,8 @@ class Method:
     #: extra parameter-only checks of this method (raise ParameterError); run by :func:`validate`, so the
     #: guard refuses the call (E060) before any charge instead of the method failing after it
     check: Callable[[Params], None] | None = None
+    #: the release with its interval (module :mod:`~dpsql.core.intervals` documents each); None: no interval
+    interval: IntervalFn | None = None
 
 
 _REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
@@ -170,6 +182,11 @@ def validate(aggregate: str, method: Method, params: Params) -> None:
         raise ParameterError(
             f"{fn}: method {method.name!r} is zCDP; give rho := ..., or epsilon := ... with delta := ..."
         )
+    if params.level is not None:
+        if not (_finite(params.level) and MIN_LEVEL <= params.level <= MAX_LEVEL):
+            raise ParameterError(f"{fn}: level must be a finite number in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
+        if method.interval is None:
+            raise ParameterError(f"{fn}: method {method.name!r} has no interval (the default method has one)")
     if method.check is not None:
         method.check(params)
     if method.notion == "zcdp" and params.rho is None and epsilon_to_rho(params.epsilon, params.delta) < MIN_RHO:
@@ -204,3 +221,17 @@ def run(aggregate: str, batch: Batch, params: Params, method: str | None = None,
     validate(aggregate, m, params)
     out = m.run(batch, budget_of(m, params), params, rng or system_rng())
     return np.asarray(out, dtype=np.float64)
+
+
+def run_interval(aggregate: str, batch: Batch, params: Params, method: str | None = None,
+                 rng: Rng | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate, then run one method with its interval at ``params.level`` (default 0.95): (value, lo, hi)
+    per group, float64 (NaN means NULL; -inf / +inf mean no finite bound).  Costs what :func:`run` costs."""
+    from ..noise import system_rng
+
+    m = get_method(aggregate, method)
+    if params.level is None:
+        params = replace(params, level=0.95)
+    validate(aggregate, m, params)
+    value, lo, hi = m.interval(batch, budget_of(m, params), params, rng or system_rng())
+    return tuple(np.asarray(a, dtype=np.float64) for a in (value, lo, hi))

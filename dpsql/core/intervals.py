@@ -1,0 +1,76 @@
+"""Intervals for DP releases (issue 14): post-processing of released values, no extra privacy cost.
+
+Each default method can return its release with an interval ``[lo, hi]`` meant to cover the *exact* answer
+(the statistic of the data as stored, not a population parameter) with probability ``level``.  An interval
+is computed only from the method's released values (noisy counts and sums, released ranges and quantiles)
+and public parameters, so it is post-processing: the ``dp_*_ci`` functions cost exactly what the plain
+functions cost.  Where a method spends part of its budget on the interval (quantiles: two more exponential
+mechanisms for the endpoints), its docstring says so and the total is still the ``epsilon`` given.
+
+What the probability covers:
+
+* the noise the method added, exactly (the discrete Laplace laws are known), split over the noisy pieces by
+  a union bound (each piece gets a share of ``1 - level``);
+* the rank error of an exponential mechanism by a calibrated bound (:data:`EM_SLACK`, measured on
+  ``benchmarks/intervals.py``'s panel);
+* the bias of clipping by an allowance: the released range was chosen so that only about ``k`` rows lie
+  outside it (the radius scan's threshold), and the allowance assumes those rows lie within one more
+  range width.  No DP interval can cover the exact mean when one row may be arbitrarily far out (its
+  neighbour without that row has nearly the same output law), so this is an assumption on the data,
+  stated in the README; the coverage table measures it.
+
+``lo = -inf`` / ``hi = +inf`` mean "no finite bound": e.g. the mean's small-count route releases a median
+(a location estimate), which carries no interval for the mean.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["dlap_quantile", "count_interval", "ratio_interval", "EM_SLACK"]
+
+#: added to ln(2 / alpha) in an endpoint's rank offset: the log of the exponential mechanism's measure
+#: ratio between the ranks on the wrong side and those near the target (measured, benchmarks/intervals.py)
+EM_SLACK = 2.0
+
+
+def dlap_quantile(scale: np.ndarray | float, alpha: float) -> np.ndarray:
+    """The least integer k with ``P(|Z| > k) <= alpha`` for Z discrete Laplace of ``scale``
+    (``P(Z = j)`` proportional to ``exp(-|j| / scale)``): ``P(|Z| > k) = 2 q**(k + 1) / (1 + q)``,
+    ``q = exp(-1 / scale)``.  Exact; float64 (may exceed 2**53 for huge scales, then rounded up)."""
+    t = np.asarray(scale, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_q = -1.0 / np.maximum(t, 1e-300)
+        # smallest k >= 0 with (k + 1) log q <= log(alpha (1 + q) / 2)
+        rhs = np.log(alpha / 2.0) + np.log1p(np.exp(log_q))
+        k = np.ceil(rhs / log_q - 1.0 - 1e-12)
+    return np.maximum(k, 0.0)
+
+
+def count_interval(value: np.ndarray, epsilon: float, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """dp_count's interval: the release is ``max(0, n + DLap(1/eps))``, so ``n`` lies in ``[value - k,
+    value + k]`` (floored at 0) with probability >= level, k = :func:`dlap_quantile` at ``1 - level``.
+    Exact (the clamp at 0 only moves the release up, where n >= 0 holds anyway)."""
+    v = np.asarray(value, dtype=np.float64)
+    k = dlap_quantile(1.0 / epsilon, 1.0 - level)
+    return np.maximum(v - k, 0.0), v + k
+
+
+def ratio_interval(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The range of ``s / n`` over ``s`` in [s_lo, s_hi] and ``n`` in [n_lo, n_hi] (n_lo >= 1 > 0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo = np.where(s_lo < 0, s_lo / n_lo, s_lo / n_hi)
+        hi = np.where(s_hi > 0, s_hi / n_lo, s_hi / n_hi)
+    return lo, hi
+
+
+def split_alpha(level: float, pieces: int) -> float:
+    """The miss probability each of ``pieces`` noisy releases gets (union bound)."""
+    return (1.0 - level) / max(pieces, 1)
+
+
+def log_inv(alpha: float) -> float:
+    return math.log(1.0 / alpha)
