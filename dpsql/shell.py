@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +43,13 @@ HELP = "\n".join([
 ])
 
 MAX_READ_DEPTH = 16  # .read inside .read, at most this deep
+KEYS_SHOWN = 5  # public key values .schema shows per column
+METADATA_NOTE = "Answered from dpsql's metadata: no data read, nothing charged."
+
+#: statements the shell answers itself (from metadata) instead of sending them to the guard
+_META = re.compile(r"(describe|desc|show|summarize)\b\s*(.*)\Z", re.I | re.S)
+_QUERY = re.compile(r"[\s(]*(select|with|from|values)\b", re.I)
+_NAME = re.compile(r'(?:(?:main|"main")\s*\.\s*)?("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\Z', re.I)
 
 _BOX = "┌┬┐├┼┤└┴┘─│"
 _ASCII = "+++++++++-|"
@@ -206,15 +214,12 @@ class Shell:
             names = sorted(ti.name for ti in self.session.tables())
             self.emit("  ".join(names) if names else "(no tables)")
         elif cmd == ".schema":
-            for ti in sorted(self.session.tables(), key=lambda x: x.name):
-                if arg and ti.name.lower() != arg.lower():
-                    continue
-                cols = ", ".join(f"{c} {ty}" for c, ty in dict(ti.columns).items())
-                unit = getattr(ti, "privacy_unit", None)
-                kind = getattr(ti, "kind", "protected")
-                note = f"{kind}" + (f", privacy unit {unit}" if unit else (", row-level" if kind == "protected"
-                                                                            else ""))
-                self.emit(f"CREATE TABLE {ti.name}({cols});  -- {note}")
+            tables = [ti for ti in sorted(self.session.tables(), key=lambda x: x.name)
+                      if not arg or ti.name.lower() == _unquote(arg).lower()]
+            if arg and not tables:
+                self.echo(f"Error: no table {arg} (.tables lists them)")
+            for ti in tables:
+                self.emit("\n".join(schema_lines(ti)))
         elif cmd == ".budget":
             b = self.session.budget()
             acct = getattr(b, "accounting", "pure")
@@ -284,29 +289,122 @@ class Shell:
     def statement(self, sql: str) -> None:
         """Run one statement and, with ``.timer on``, print its elapsed wall time (display only)."""
         started = time.perf_counter()
-        self.query(sql)
+        if not self.metadata(sql):
+            self.query(sql)
         if self.timer:
             self.echo(f"Run Time (s): real {time.perf_counter() - started:.3f}")
+
+    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] | None = None) -> None:
+        """Print a result in the current ``.mode`` to the current ``.output``."""
+        if self.mode == "csv":
+            self.emit(render_csv(columns, rows))
+        elif self.mode == "json":
+            self.emit(render_json(columns, rows))
+        else:
+            self.emit(render_box(columns, rows, types, unicode=self._box_unicode(), max_rows=self.max_rows))
+
+    def refused(self, e: PrivacyError, sql: str) -> None:
+        """Print a refusal; in the shell, a refused look at the catalog names the metadata commands."""
+        self.echo(f"Error: {e.code}: {e.message}")
+        hint = _hint(e.code, sql)
+        if hint:
+            self.echo(hint)
 
     def query(self, sql: str) -> None:
         """Run one statement through the guarded session and print the result and its cost."""
         try:
             r = self.session.sql(sql)
         except PrivacyError as e:
-            self.echo(f"Error: {e.code}: {e.message}")
+            self.refused(e, sql)
             return
         except Exception as e:  # noqa: BLE001 - the session already turned engine errors into codes
             self.echo(f"Error: {type(e).__name__}: {e}")
             return
-        columns, rows = list(r.columns), list(r.rows)
-        if self.mode == "csv":
-            self.emit(render_csv(columns, rows))
-        elif self.mode == "json":
-            self.emit(render_json(columns, rows))
-        else:
-            types = [arrow_type_name(f.type) for f in r.table.schema] if hasattr(r, "table") else None
-            self.emit(render_box(columns, rows, types, unicode=self._box_unicode(), max_rows=self.max_rows))
+        types = [arrow_type_name(f.type) for f in r.table.schema] if hasattr(r, "table") else None
+        self.table(list(r.columns), list(r.rows), types)
         self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode))
+
+    # ------------------------------------------------------------------ metadata statements
+    def metadata(self, sql: str) -> bool:
+        """Answer ``SHOW TABLES``, ``DESCRIBE``/``SHOW`` t, ``DESCRIBE SELECT ...`` and ``SUMMARIZE`` from
+        dpsql's metadata and the guard (DuckDB's own versions are never run); False if ``sql`` is none."""
+        m = _META.match(_code(sql))
+        if m is None:
+            return False
+        verb, rest = m.group(1).lower(), m.group(2)
+        if (verb == "show" and rest.lower().split() in (["tables"], ["all", "tables"])) or \
+                (verb != "summarize" and not rest):
+            self.show_tables()
+        elif _QUERY.match(rest):
+            if verb == "show":
+                return False  # not DuckDB syntax: the guard refuses it (E003, with the hint)
+            if verb == "summarize":
+                self.summarize(None)
+            else:
+                self.describe_query(rest)
+        else:
+            n = _NAME.match(rest)
+            if n is None:
+                return False
+            name = _unquote(n.group(1)).replace('""', '"') if n.group(1).startswith('"') else n.group(1)
+            ti = next((t for t in self.session.tables() if t.name.lower() == name.lower()), None)
+            if ti is None and verb == "show":
+                return False  # SHOW DATABASES and the like: the guard refuses them (E003, with the hint)
+            if ti is None:
+                self.echo(f"Error: DPSQL-E010: relation {name!r} is not a registered table (.tables lists them)")
+            elif verb == "summarize":
+                self.summarize(ti)
+            else:
+                self.describe_table(ti)
+        return True
+
+    def show_tables(self) -> None:
+        """``SHOW TABLES``: name, protected or public, privacy unit, groupable columns."""
+        rows = []
+        for ti in sorted(self.session.tables(), key=lambda x: x.name):
+            if _protected(ti):
+                rows.append((ti.name, "protected", _unit(ti), ", ".join(_public_keys(ti)) or "(none)"))
+            else:
+                rows.append((ti.name, "public", "", "every column"))
+        self.table(["name", "kind", "privacy_unit", "groupable"], rows)
+        self.echo(METADATA_NOTE)
+
+    def describe_table(self, ti: Any) -> None:
+        """``DESCRIBE t``: each column's type and its part in the privacy policy."""
+        keys, unit = _public_keys(ti), getattr(ti, "privacy_unit", None)
+        rows = []
+        for col, typ in dict(ti.columns).items():
+            if not _protected(ti):
+                note = "public: exact, groupable"
+            elif unit and col.lower() == unit.lower():
+                note = "privacy unit"
+            elif col in keys:
+                note = f"groupable: {_plural(len(keys[col]), 'public key')}"
+            else:
+                note = ""
+            rows.append((col, typ, note))
+        self.table(["column_name", "column_type", "privacy"], rows)
+        self.echo(f"{ti.name}: {_table_note(ti)}. {METADATA_NOTE}")
+
+    def describe_query(self, sql: str) -> None:
+        """``DESCRIBE SELECT ...``: the result columns of a query the guard accepts, without running it."""
+        try:
+            cols = self.session.describe(sql)
+        except PrivacyError as e:
+            self.refused(e, sql)
+            return
+        self.table(["column_name", "column_type"], [(c, t) for c, t in cols])
+        self.echo("checked by the guard, not run: nothing charged")
+
+    def summarize(self, ti: Any | None) -> None:
+        """``SUMMARIZE``: DuckDB's would read every value exactly; say so and show the dp_* way."""
+        self.echo("SUMMARIZE reads the data exactly (min, max, distinct counts, quantiles): dpsql does not run it.")
+        if ti is not None and not _protected(ti):
+            self.echo(f"{ti.name} is public: plain SQL on it is exact and free, e.g.\n  SELECT count(*) FROM "
+                      f"{ti.name};")
+        else:
+            self.echo("Ask the same questions with dp_* aggregates (each charged as written), e.g.\n  "
+                      + _summary_example(ti))
 
     # ------------------------------------------------------------------ loop
     def feed(self, line: str) -> bool:
@@ -339,6 +437,81 @@ class Shell:
                 continue
             if not self.feed(line):
                 break
+
+
+def _code(sql: str) -> str:
+    from .server.sqltext import strip_comments
+
+    return strip_comments(sql).strip().rstrip(";").strip()
+
+
+def _hint(code: str, sql: str) -> str:
+    """The shell's pointer from a refused catalog statement or catalog function to the metadata commands."""
+    words = _code(sql).lower().split()
+    first = words[0] if words else ""
+    catalog = code == "DPSQL-E003" and first in ("pragma", "show", "describe", "desc", "summarize")
+    catalog = catalog or (code == "DPSQL-E010" and re.search(
+        r"\b(duckdb_\w+|information_schema|pg_catalog|sqlite_master|pragma_\w+)\b", sql, re.I) is not None)
+    return ("Hint: .schema, .tables, DESCRIBE t, SHOW TABLES (answered from dpsql's metadata); "
+            "SUMMARIZE t shows the dp_* way") if catalog else ""
+
+
+def _protected(ti: Any) -> bool:
+    return getattr(ti, "kind", "protected") == "protected"
+
+
+def _public_keys(ti: Any) -> dict[str, tuple]:
+    return dict(getattr(ti, "public_keys", None) or {})
+
+
+def _unit(ti: Any) -> str:
+    return getattr(ti, "privacy_unit", None) or "each row"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _table_note(ti: Any) -> str:
+    if not _protected(ti):
+        return "public (exact and free to read)"
+    unit = getattr(ti, "privacy_unit", None)
+    if not unit:
+        return "protected, privacy unit: each row"
+    rows, groups = getattr(ti, "max_rows_per_unit", 1), getattr(ti, "max_groups_per_unit", 1)
+    return f"protected, privacy unit {unit} (at most {_plural(rows, 'row')} and {_plural(groups, 'group')} per unit)"
+
+
+def schema_lines(ti: Any) -> list[str]:
+    """``.schema``: a ``CREATE TABLE`` line with the table's policy as comments, from dpsql's metadata."""
+    cols = ", ".join(f"{c} {ty}" for c, ty in dict(ti.columns).items())
+    lines = [f"CREATE TABLE {ti.name}({cols});  -- {_table_note(ti)}"]
+    if not _protected(ti):
+        lines[0] += "; groupable: every column"
+        return lines
+    keys = _public_keys(ti)
+    for col, values in keys.items():
+        shown = ", ".join(_cell(v) for v in values[:KEYS_SHOWN]) + (", …" if len(values) > KEYS_SHOWN else "")
+        lines.append(f"--   groupable: {col} ({_plural(len(values), 'public key')}: {shown})")
+    if not keys:
+        lines.append("--   groupable: none (no column has declared public keys)")
+    return lines
+
+
+def _summary_example(ti: Any | None) -> str:
+    """A dp_* query that answers part of what SUMMARIZE would, built from the table's metadata."""
+    from .guard.lineage import is_numeric_type
+
+    if ti is None:
+        return "SELECT dp_count_star(epsilon := 0.1) AS n, dp_mean(x, epsilon := 0.3) AS mean_x FROM t;"
+    unit = (getattr(ti, "privacy_unit", None) or "").lower()
+    nums = [c for c, t in dict(ti.columns).items() if c.lower() != unit and is_numeric_type(str(t).upper())]
+    key = next(iter(_public_keys(ti)), None)
+    parts = ([key] if key else []) + ["dp_count_star(epsilon := 0.1) AS n"]
+    if nums:
+        x = nums[0]
+        parts += [f"dp_mean({x}, epsilon := 0.3) AS mean_{x}", f"dp_quantile({x}, 0.5, epsilon := 0.3) AS median_{x}"]
+    return f"SELECT {', '.join(parts)} FROM {ti.name}" + (f" GROUP BY {key}" if key else "") + ";"
 
 
 def _unquote(path: str) -> str:

@@ -134,6 +134,69 @@ def test_timer_maxrows_read_and_output(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == "carrier,name\nAA,American\nDL,Delta\nUA,United\n"
 
 
+def test_metadata_commands_on_a_real_database(real_db: str, tmp_path: Path) -> None:
+    """.schema, SHOW TABLES, DESCRIBE and SUMMARIZE answer from dpsql's policy; nothing is charged."""
+    child = spawn(["-m", "dpsql.cli", "shell", real_db, "--analyst", "alice"], tmp_path)
+    child.expect_exact("dpsql> ")
+    child.sendline(".schema")
+    child.expect_exact("CREATE TABLE airlines(carrier VARCHAR, name VARCHAR);  -- public (exact and free to read); "
+                       "groupable: every column")
+    child.expect_exact("CREATE TABLE flights(carrier VARCHAR, month INTEGER, dep_delay DOUBLE);  "
+                       "-- protected, privacy unit: each row")
+    child.expect_exact("--   groupable: carrier (3 public keys: AA, DL, UA)")
+    child.expect_exact("dpsql> ")
+    child.sendline("SHOW TABLES;")
+    child.expect(r"│ airlines │ public\s+│\s+│ every column │")
+    child.expect(r"│ flights  │ protected │ each row\s+│ carrier\s+│")
+    child.expect_exact("no data read, nothing charged")
+    child.sendline("DESCRIBE flights;")
+    child.expect(r"│ column_name │ column_type │\s+privacy\s+│")
+    child.expect(r"│ carrier\s+│ VARCHAR\s+│ groupable: 3 public keys │")
+    child.expect(r"│ dep_delay\s+│ DOUBLE\s+│\s+│")
+    child.expect_exact("flights: protected, privacy unit: each row.")
+    child.sendline("SHOW airlines;")
+    child.expect(r"│ name\s+│ VARCHAR\s+│ public: exact, groupable │")
+    child.sendline("DESCRIBE SELECT carrier, dp_mean(dep_delay, epsilon := 1) AS m FROM flights GROUP BY carrier;")
+    child.expect(r"│ m\s+│ DOUBLE\s+│")
+    child.expect_exact("checked by the guard, not run: nothing charged")
+    child.sendline("SUMMARIZE flights;")
+    child.expect_exact("dpsql does not run it")
+    child.expect_exact("SELECT carrier, dp_count_star(epsilon := 0.1) AS n, dp_mean(month, epsilon := 0.3) AS "
+                       "mean_month, dp_quantile(month, 0.5, epsilon := 0.3) AS median_month FROM flights "
+                       "GROUP BY carrier;")
+    child.sendline("PRAGMA table_info('flights');")  # still refused by the guard, but the shell points the way
+    child.expect_exact("Error: DPSQL-E003: ")
+    child.expect_exact("Hint: .schema, .tables, DESCRIBE t, SHOW TABLES")
+    child.sendline("DESCRIBE nope;")
+    child.expect_exact("Error: DPSQL-E010: relation 'nope' is not a registered table")
+    child.sendline("SELECT carrier, dp_mean(dep_delay epsilon := 1)")  # parse errors point at the position
+    child.sendline("FROM flights GROUP BY carrier;")
+    child.expect_exact("Error: DPSQL-E001: ")
+    child.expect_exact("LINE 1: SELECT carrier, dp_mean(dep_delay epsilon := 1)\r\n"
+                       "                                          ^")
+    child.sendline(".budget")
+    child.expect(r"│ pure\s+│\s+10 │\s+0 │\s+10 │")  # none of the above was charged
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+
+
+def test_schema_of_a_table_with_a_privacy_unit() -> None:
+    from dpsql.guard.catalog import TableInfo
+    from dpsql.shell import _summary_example, schema_lines
+
+    visits = TableInfo("visits", "protected", {"patient_id": "INTEGER", "clinic": "VARCHAR", "cost": "DOUBLE"},
+                       privacy_unit="patient_id", max_rows_per_unit=10, max_groups_per_unit=3,
+                       public_keys={"clinic": tuple(f"c{i}" for i in range(7))})
+    assert schema_lines(visits) == [
+        "CREATE TABLE visits(patient_id INTEGER, clinic VARCHAR, cost DOUBLE);  -- protected, privacy unit "
+        "patient_id (at most 10 rows and 3 groups per unit)",
+        "--   groupable: clinic (7 public keys: c0, c1, c2, c3, c4, …)"]
+    bare = TableInfo("v", "protected", {"patient_id": "INTEGER", "note": "VARCHAR"}, privacy_unit="patient_id")
+    assert schema_lines(bare)[1] == "--   groupable: none (no column has declared public keys)"
+    assert _summary_example(visits).startswith("SELECT clinic, dp_count_star(epsilon := 0.1) AS n, dp_mean(cost,")
+    assert _summary_example(bare) == "SELECT dp_count_star(epsilon := 0.1) AS n FROM v;"  # the unit is no measure
+
+
 def test_render_box_and_csv() -> None:
     box = render_box(["a", "bb"], [(1, "x"), (22, None)], ["INTEGER", "VARCHAR"])
     assert box.splitlines() == [
