@@ -1,8 +1,10 @@
 """``dpsql shell``: an interactive SQL shell on a guarded session that feels like the DuckDB shell.
 
-Statements end with ``;`` and may span lines; history is kept with readline (``~/.dpsql_history``); results are
-boxed tables; after every query the shell prints what it cost and what remains; refusals print their DPSQL code.
-Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode box|csv|json``, ``.maxrows N``,
+Statements end with ``;`` and may span lines; history is kept with readline (``~/.dpsql_history``), and TAB
+completes keywords, tables, columns and dp_* functions; results are boxed tables; after every query the shell
+prints what it cost and what remains; refusals print their DPSQL code. ``SHOW TABLES``, ``DESCRIBE t``,
+``SHOW t``, ``DESCRIBE SELECT ...`` and ``SUMMARIZE t`` are answered from dpsql's metadata (and the guard), never
+by DuckDB. Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode box|csv|json``, ``.maxrows N``,
 ``.timer on|off``, ``.output [FILE]``, ``.read FILE``, ``.help``, ``.quit`` (see ``DOT_COMMANDS``).
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import io
 import json
 import os
@@ -38,8 +41,10 @@ DOT_COMMANDS = {
 
 HELP = "\n".join([
     "Enter SQL ending with ';' (it may span several lines). Every query is checked by the guard and charged",
-    "to your budget; a refused query costs nothing.",
+    "to your budget; a refused query costs nothing. TAB completes keywords, tables, columns and dp_* functions.",
     *DOT_COMMANDS.values(),
+    "SHOW TABLES, DESCRIBE t (or SHOW t) and SUMMARIZE t are answered from dpsql's metadata: no data read, free.",
+    "DESCRIBE SELECT ... shows a query's result columns; the guard checks it, nothing runs or is charged.",
 ])
 
 MAX_READ_DEPTH = 16  # .read inside .read, at most this deep
@@ -539,10 +544,69 @@ def _complete(text: str) -> bool:
     return quotes % 2 == 0
 
 
-def _setup_readline() -> Callable[[], None]:
+@functools.lru_cache(maxsize=1)
+def sql_keywords() -> tuple[str, ...]:
+    """DuckDB's own keyword list (``duckdb_keywords()`` on an empty in-memory database), lower case."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        return tuple(sorted({str(r[0]).lower() for r in con.execute("SELECT keyword_name FROM duckdb_keywords()")
+                            .fetchall()}))
+    finally:
+        con.close()
+
+
+class Completer:
+    """readline completion: SQL keywords, the dp_* functions (``dpsql.duck.AGGREGATE_FUNCTIONS``), the session's
+    tables and columns (dpsql's metadata), ``table.column`` after a table name, and dot commands."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._matches: list[str] = []
+
+    def candidates(self, text: str, line: str = "") -> list[str]:
+        """Every completion of the word ``text`` of the input ``line`` (case-insensitive prefix; keywords in the
+        case ``text`` is typed in); after a dot command, table names only."""
+        from .duck import AGGREGATE_FUNCTIONS
+
+        low = text.lower()
+        first = not line.strip() or line.lstrip().startswith(text)  # text is the line's first word
+        if text.startswith(".") and first:
+            return [c for c in DOT_COMMANDS if c.startswith(low)]
+        tables = list(self.session.tables())
+        if line.lstrip().startswith(".") and not first:
+            return [t.name for t in tables if t.name.lower().startswith(low)]
+        if "." in text:
+            qual, _, part = text.rpartition(".")
+            ti = next((t for t in tables if t.name.lower() == qual.strip('"').lower()), None)
+            cols = dict(ti.columns) if ti is not None else {}
+            return [f"{qual}.{c}" for c in cols if c.lower().startswith(part.lower())]
+        names = sorted(AGGREGATE_FUNCTIONS) + [t.name for t in tables] + [c for t in tables for c in dict(t.columns)]
+        out = list(dict.fromkeys(n for n in names if n.lower().startswith(low)))
+        if text:  # keywords only once something is typed (an empty TAB lists the names, not 500 keywords)
+            upper = text != low
+            out += [k.upper() if upper else k for k in sql_keywords() if k.startswith(low) and k not in out]
+        return out
+
+    def complete(self, text: str, state: int) -> str | None:
+        """The readline completer protocol: the ``state``-th completion of ``text``, None after the last."""
+        if state == 0:
+            try:
+                import readline
+
+                self._matches = self.candidates(text, readline.get_line_buffer())
+            except Exception:  # noqa: BLE001 - completion must never break the shell
+                self._matches = []
+        return self._matches[state] if state < len(self._matches) else None
+
+
+def _setup_readline(completer: Completer | None = None) -> Callable[[], None]:
+    """History and TAB completion through readline when it exists (without it, plain input; no completion);
+    returns the function that saves the history."""
     try:
         import readline
-    except ImportError:  # pragma: no cover - readline is part of CPython on Linux/macOS
+    except ImportError:  # readline is part of CPython on Linux/macOS, not on Windows
         return lambda: None
     path = os.environ.get("DPSQL_HISTORY", os.path.expanduser("~/.dpsql_history"))
     try:
@@ -550,6 +614,13 @@ def _setup_readline() -> Callable[[], None]:
     except OSError:
         pass
     readline.set_history_length(2000)
+    if completer is not None:
+        readline.set_completer(completer.complete)
+        readline.set_completer_delims(readline.get_completer_delims().replace(".", ""))  # table.column is one word
+        if "libedit" in (readline.__doc__ or ""):  # macOS's readline is libedit, with its own binding syntax
+            readline.parse_and_bind("bind ^I rl_complete")
+        else:
+            readline.parse_and_bind("tab: complete")
 
     def save() -> None:
         try:
@@ -562,7 +633,7 @@ def _setup_readline() -> Callable[[], None]:
 
 def run(session: Any, *, banner: str | None = None) -> None:
     """Start the interactive shell on ``session`` (saves history on exit)."""
-    save = _setup_readline()
+    save = _setup_readline(Completer(session))
     sh = Shell(session)
     if banner:
         sh.echo(banner)

@@ -197,6 +197,54 @@ def test_schema_of_a_table_with_a_privacy_unit() -> None:
     assert _summary_example(bare) == "SELECT dp_count_star(epsilon := 0.1) AS n FROM v;"  # the unit is no measure
 
 
+def test_tab_completion_in_a_pty(tmp_path: Path) -> None:
+    """TAB completes keywords, tables, columns, table.column, dp_* functions and dot commands (readline)."""
+    child = spawn(["-c", FAKE_SHELL], tmp_path)
+    child.expect_exact("dpsql> ")
+    child.send("sel\t dp_mea\t(dep_d\t, epsilon := 0.25) AS m FROM fli\t;\r")  # (Python's readline adds no space)
+    child.expect_exact("FROM flights;")  # the echo of the completed line
+    child.expect_exact("ε charged 0.25 · remaining 9.75")
+    child.expect_exact("dpsql> ")
+    child.send("SELECT dp_me\t\t")  # ambiguous: a second TAB lists the choices
+    child.expect(r"dp_mean\s[^\r]*dp_median")
+    child.send("an(flights.dep_\t, epsilon := 0.25) AS m FROM flights;\r")
+    child.expect_exact("remaining 9.5")
+    child.expect_exact("dpsql> ")
+    child.send(".sch\t fl\t\r")
+    child.expect_exact("CREATE TABLE flights(")
+    child.expect_exact("dpsql> ")
+    child.sendline(".quit")
+    child.expect(pexpect.EOF)
+
+
+def test_completer_candidates() -> None:
+    from dpsql.duck import AGGREGATE_FUNCTIONS
+    from dpsql.shell import Completer
+    from frontdoors.fakes import FakeWorld
+
+    c = Completer(FakeWorld().connect("alice"))
+    assert set(c.candidates("dp_")) == set(AGGREGATE_FUNCTIONS)  # the package's one list of dp_* names
+    assert c.candidates("dp_me") == sorted(f for f in AGGREGATE_FUNCTIONS if f.startswith("dp_me"))
+    assert {"dp_mean", "dp_median"} <= set(c.candidates("dp_me"))
+    assert c.candidates("fli") == ["flights"] and c.candidates("dep_") == ["dep_delay"]
+    assert c.candidates("fl") == ["flights", "float"]  # names first, then keywords
+    assert c.candidates("airlines.") == ["airlines.carrier", "airlines.name"]
+    assert "SELECT" in c.candidates("SEL") and "select" in c.candidates("sel")
+    assert c.candidates(".ti") == [".timer"] and c.candidates("nosuch.x") == []
+    assert c.candidates("f", ".schema f") == ["flights"]  # after a dot command: table names only
+    n = len(c.candidates("dp_me"))
+    assert [c.complete("dp_me", i) for i in range(n + 1)] == [*c.candidates("dp_me"), None]
+
+
+def test_without_readline_the_shell_still_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpsql.shell import Completer, _setup_readline
+    from frontdoors.fakes import FakeWorld
+
+    monkeypatch.setitem(sys.modules, "readline", None)  # import readline now raises ImportError
+    save = _setup_readline(Completer(FakeWorld().connect("alice")))
+    save()  # no history, no completion, no error
+
+
 def test_render_box_and_csv() -> None:
     box = render_box(["a", "bb"], [(1, "x"), (22, None)], ["INTEGER", "VARCHAR"])
     assert box.splitlines() == [
