@@ -263,8 +263,12 @@ class Shell:
         self.close()
         if not path:
             return
+        target = os.path.expanduser(_unquote(path))
+        if _is_duckdb_file(target):  # e.g. the database or its ledger: a typo must not destroy them
+            self.echo(f"Error: {path} is a DuckDB database; .output does not replace it")
+            return
         try:
-            self._file = open(os.path.expanduser(_unquote(path)), "w", encoding="utf-8")  # noqa: SIM115
+            self._file = open(target, "w", encoding="utf-8")  # noqa: SIM115
         except OSError as e:
             self.echo(f"Error: cannot write {path}: {e.strerror or e}")
 
@@ -517,6 +521,15 @@ def _summary_example(ti: Any | None) -> str:
         x = nums[0]
         parts += [f"dp_mean({x}, epsilon := 0.3) AS mean_{x}", f"dp_quantile({x}, 0.5, epsilon := 0.3) AS median_{x}"]
     return f"SELECT {', '.join(parts)} FROM {ti.name}" + (f" GROUP BY {key}" if key else "") + ";"
+
+
+def _is_duckdb_file(path: str) -> bool:
+    """True for an existing DuckDB database file (its header has the magic bytes ``DUCK`` at offset 8)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
 
 
 def _unquote(path: str) -> str:

@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from dpsql.shell import render_box, render_csv
@@ -127,6 +128,10 @@ def test_timer_maxrows_read_and_output(tmp_path: Path) -> None:
     child.expect_exact("dpsql> ")
     child.sendline("SELECT name FROM airlines WHERE carrier = 'DL';")
     child.expect_exact("name\r\nDelta")  # back on the terminal
+    db = tmp_path / "some.duckdb"
+    duckdb.connect(str(db)).close()
+    child.sendline(f".output {db}")
+    child.expect_exact("is a DuckDB database; .output does not replace it")
     child.sendline(".read no/such/file.sql")
     child.expect_exact("Error: cannot read no/such/file.sql")
     child.sendline(".quit")
