@@ -4,10 +4,15 @@ Clients probe ``pg_catalog`` and ``information_schema`` on connect and while bro
 the protected database: they run on a private in-memory DuckDB that holds catalog tables filled from the session's
 table list (names, column types, protected/public) and nothing else, no rows, no statistics.  External access is
 disabled and the configuration locked on that connection, so it cannot read files either.
+
+The route is uncharged, so it is closed: before anything runs, :func:`check` refuses (E010) a statement that reads
+anything but the emulated catalog relations, calls a function outside :data:`CATALOG_FUNCTIONS` or does not parse.
+Time, row and memory caps bound what an allowed statement can still cost.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -19,6 +24,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from ..errors import PrivacyError
 from . import types as t
 from .sqltext import _segments, strip_comments
 
@@ -159,6 +165,12 @@ CREATE TABLE information_schema_columns (table_catalog VARCHAR, table_schema VAR
   datetime_precision INTEGER, udt_catalog VARCHAR, udt_schema VARCHAR, udt_name VARCHAR,
   is_identity VARCHAR, is_generated VARCHAR, is_updatable VARCHAR, column_comment VARCHAR);
 CREATE VIEW information_schema_views AS SELECT * FROM information_schema_tables WHERE false;
+CREATE TABLE information_schema_routines (routine_catalog VARCHAR, routine_schema VARCHAR, routine_name VARCHAR,
+  specific_name VARCHAR, routine_type VARCHAR, data_type VARCHAR);
+CREATE TABLE pg_indexes (schemaname VARCHAR, tablename VARCHAR, indexname VARCHAR, tablespace VARCHAR,
+  indexdef VARCHAR);
+CREATE TABLE pg_cursors (name VARCHAR, statement VARCHAR, is_holdable BOOLEAN, is_binary BOOLEAN,
+  is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
 CREATE TABLE _dpsql_settings (name VARCHAR, setting VARCHAR);
 CREATE MACRO pg_get_userbyid(r) AS 'dpsql';
 CREATE MACRO pg_table_is_visible(r) AS true;
@@ -181,6 +193,7 @@ CREATE MACRO pg_get_serial_sequence(tb, col) AS NULL::VARCHAR;
 CREATE MACRO pg_relation_size(r) AS 0::BIGINT, (r, f) AS 0::BIGINT;
 CREATE MACRO pg_total_relation_size(r) AS 0::BIGINT;
 CREATE MACRO pg_table_size(r) AS 0::BIGINT;
+CREATE MACRO pg_database_size(d) AS 0::BIGINT;
 CREATE MACRO pg_size_pretty(b) AS '0 bytes';
 CREATE MACRO pg_backend_pid() AS 1;
 CREATE MACRO pg_is_in_recovery() AS false;
@@ -264,31 +277,159 @@ def _name_parts(name: str) -> tuple[str, str]:
     return "main", name
 
 
-def _table_refs(sql: str) -> set[str] | None:
-    """Lower-cased names of the relations a statement reads (None when it does not parse)."""
-    try:
-        tree = sqlglot.parse_one(rewrite(sql), read="postgres")
-    except Exception:  # noqa: BLE001 - any parse failure means "not recognisably a catalog query"
-        return None
-    if not isinstance(tree, exp.Query):
-        return None  # only queries may run on the catalog connection
+#: The relations the catalog route may read: the ones _DDL creates (pg_catalog names unqualified,
+#: information_schema.x as information_schema_x after rewrite()), minus dpsql's own settings table.
+CATALOG_RELATIONS: frozenset[str] = frozenset(
+    name.lower() for name in re.findall(r"CREATE (?:TABLE|VIEW) (\w+)", _DDL) if not name.startswith("_"))
+
+#: Functions a statement on the catalog route may call, in PostgreSQL spelling (_SPELLING maps sqlglot's names).
+#: Built from what clients send while browsing: tests/clients (psql, psycopg, pg8000, pgJDBC, SQLAlchemy, DuckDB
+#: CLI), tests/frontdoors, psql's backslash commands, pgcli/pgspecial, harlequin-postgres and
+#: /work/shared/docs/bi-catalog-queries.md.  Every one is bounded in its output by its input; nothing that makes
+#: rows or long values from a number (range, repeat, lpad, format, list_resize), reads files or shows DuckDB's
+#: own state (duckdb_*, pragma_*, getenv, current_setting_raw).
+CATALOG_FUNCTIONS: frozenset[str] = frozenset({
+    # PostgreSQL functions emulated by the macros in _DDL (psql, pgcli, pgJDBC, SQLAlchemy, harlequin)
+    "pg_get_userbyid", "pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible",
+    "pg_collation_is_visible", "pg_encoding_to_char", "format_type", "pg_get_expr", "pg_get_indexdef",
+    "pg_get_constraintdef", "pg_get_viewdef", "pg_get_function_result", "pg_get_function_arguments",
+    "pg_get_function_identity_arguments", "pg_get_triggerdef", "pg_get_ruledef", "pg_get_partkeydef",
+    "pg_get_statisticsobjdef_columns", "pg_get_serial_sequence", "pg_relation_size", "pg_total_relation_size",
+    "pg_table_size", "pg_database_size", "pg_size_pretty", "pg_backend_pid", "pg_is_in_recovery", "txid_current",
+    "has_table_privilege", "has_schema_privilege", "has_database_privilege", "has_column_privilege",
+    "quote_ident", "obj_description", "col_description", "shobj_description", "current_setting", "array_lower",
+    "array_upper", "to_regtype", "to_regclass", "json_build_object", "pg_relation_is_publishable",
+    "pg_postmaster_start_time",
+    # session information: SQLAlchemy and psql (current_schema, current_database), pgcli (current_schemas)
+    "current_schema", "current_schemas", "current_database", "current_catalog", "current_user", "session_user",
+    # scalar functions in client catalog queries: pgJDBC (nullif), psql \\l \\dp \\du (array_to_string),
+    # pgcli (coalesce, lower, array_remove), pgspecial (trim, substring), harlequin (length)
+    "coalesce", "nullif", "lower", "upper", "length", "trim", "substring", "array_to_string", "array_remove",
+    "array_length", "cardinality",
+    # aggregates and window functions: SQLAlchemy (array_agg, bool_and, min), pgJDBC (row_number), psql
+    # (string_agg, count), rewrite() (first)
+    "count", "min", "max", "array_agg", "string_agg", "bool_and", "bool_or", "first", "row_number",
+    # set-returning, bounded by the list they unpack: SQLAlchemy (unnest, generate_subscripts), pgcli (unnest),
+    # psql \\d (generate_series over an array's subscripts; its bounds are checked by _bounded_series)
+    "unnest", "generate_subscripts", "generate_series",
+})
+
+#: sqlglot's names for functions it parses into typed nodes, where they differ from PostgreSQL's
+_SPELLING = {"group_concat": "string_agg", "logical_and": "bool_and", "logical_or": "bool_or", "explode": "unnest",
+             "exploding_generate_series": "generate_series", "array_size": "array_length"}
+
+#: Syntax a catalog statement may use besides relations and function calls; any other node is refused.
+_SYNTAX: tuple[type[exp.Expression], ...] = (
+    exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery, exp.From, exp.Join, exp.Lateral, exp.Where,
+    exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Fetch, exp.Distinct, exp.With,
+    exp.CTE, exp.Values, exp.Tuple, exp.Table, exp.TableAlias, exp.Alias, exp.Column, exp.Identifier, exp.Star,
+    exp.Literal, exp.Boolean, exp.Null, exp.ByteString, exp.RawString, exp.Var, exp.Paren, exp.Cast, exp.DataType,
+    exp.DataTypeParam, exp.Collate, exp.Case, exp.If, exp.And, exp.Or, exp.Not, exp.Neg, exp.EQ, exp.NEQ, exp.GT,
+    exp.GTE, exp.LT, exp.LTE, exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ, exp.In, exp.Between, exp.Like, exp.ILike,
+    exp.Escape, exp.RegexpLike, exp.RegexpILike, exp.SimilarTo, exp.Any, exp.All, exp.Exists, exp.Add, exp.Sub,
+    exp.Mul, exp.Div, exp.Mod, exp.DPipe, exp.Array, exp.Bracket, exp.Slice, exp.Window, exp.WindowSpec,
+    exp.Filter, exp.Interval,
+)
+CATALOG_SECONDS = 2.0  # work per catalog query before it is interrupted
+CATALOG_ROWS = 100_000  # rows per catalog answer
+CATALOG_MEMORY = "64MB"  # memory of the catalog's DuckDB (one thread)
+CATALOG_MAX_SQL = 32_768  # characters of a catalog statement (the longest a client sent: about 3,200)
+CATALOG_VALUES = 1_000  # rows of a VALUES list
+CATALOG_SERIES = 1_000  # largest literal bound of generate_series()
+
+
+def _refuse(reason: str) -> PrivacyError:
+    return PrivacyError("DPSQL-E010", f"the catalog route only answers catalog queries: {reason}")
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(sql: str) -> exp.Expression | None:
+    """The sqlglot tree of a rewritten statement, read as PostgreSQL or else as DuckDB (which runs it); None when
+    neither parses.  Shared between callers, never modified."""
+    for dialect in ("postgres", "duckdb"):
+        try:
+            return sqlglot.parse_one(sql, read=dialect)
+        except Exception:  # noqa: BLE001, PERF203 - any parse failure means "not recognisably a catalog query"
+            continue
+    return None
+
+
+def _function_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    name = node.sql_name().lower()
+    return _SPELLING.get(name, name)
+
+
+def _bounded_series(node: exp.Func) -> bool:
+    """generate_series(a, b[, step]) whose bounds are small integer literals or the size of a column's list
+    (psql's ``generate_series(0, array_upper(pr.prattrs::int2[], 1))``)."""
+    def bare(e: exp.Expression | None) -> exp.Expression | None:
+        while isinstance(e, exp.Paren | exp.Cast | exp.Neg):
+            e = e.this
+        return e
+
+    def bound(e: exp.Expression | None) -> bool:
+        e = bare(e)
+        if isinstance(e, exp.Literal) and not e.is_string:
+            return e.is_int and abs(int(e.this)) <= CATALOG_SERIES
+        if not (isinstance(e, exp.Func) and _function_name(e) in ("array_upper", "array_length", "cardinality")):
+            return False
+        listed = e.expressions[0] if isinstance(e, exp.Anonymous) and e.expressions else e.this
+        return isinstance(bare(listed), exp.Column)
+
+    step = node.args.get("step")
+    return bound(node.args.get("start")) and bound(node.args.get("end")) and (step is None or bound(step))
+
+
+def check(sql: str, *, existing: frozenset[str]) -> exp.Expression:
+    """The parse tree of a statement the catalog route may run; PrivacyError E010 for anything else.
+
+    Allowed: one query over CATALOG_RELATIONS, its own CTEs (not named like a relation in ``existing``, the
+    relations DuckDB itself would find), subqueries and short VALUES lists, calling only CATALOG_FUNCTIONS."""
+    if len(sql) > CATALOG_MAX_SQL:
+        raise _refuse(f"the statement is longer than {CATALOG_MAX_SQL} characters")
+    tree = _parse(rewrite(sql))
+    if tree is None:
+        raise _refuse("the statement could not be parsed")
+    if not isinstance(tree, exp.Query | exp.Values):
+        raise _refuse("only queries are answered")
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names: set[str] = set()
-    for table in tree.find_all(exp.Table):
-        name = table.name.lower()
-        if name and name not in ctes:
-            names.add(name)
-    return names
+    for node in tree.walk():
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            name = node.name.lower()
+            if node.args.get("db") is not None or node.args.get("catalog") is not None:
+                raise _refuse(f"qualified relation {node.sql(dialect='postgres')}")
+            if name not in CATALOG_RELATIONS and (name not in ctes or name in existing):
+                raise _refuse(f"relation {name} is not in the emulated catalog")
+        elif isinstance(node, exp.With) and node.args.get("recursive"):
+            raise _refuse("recursive CTEs are not allowed")
+        elif isinstance(node, exp.Values) and len(node.expressions) > CATALOG_VALUES:
+            raise _refuse(f"VALUES lists are limited to {CATALOG_VALUES} rows")
+        if isinstance(node, _SYNTAX):
+            continue
+        if not isinstance(node, exp.Func):
+            raise _refuse(f"{node.key} is not allowed")
+        name = _function_name(node)
+        where = "table function" if isinstance(node.parent, exp.Table) else "function"
+        if name not in CATALOG_FUNCTIONS:
+            raise _refuse(f"{where} {name}() is not allowed")
+        if name == "generate_series" and not _bounded_series(node):
+            raise _refuse(f"generate_series() bounds must be literals up to {CATALOG_SERIES} or an array's size")
+    return tree
+
+
+def _table_refs(sql: str) -> set[str] | None:
+    """Lower-cased names of the named relations a statement reads (None when it does not parse)."""
+    tree = _parse(rewrite(sql)) if len(sql) <= CATALOG_MAX_SQL else None
+    if tree is None:
+        return None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    return {name for table in tree.find_all(exp.Table) if isinstance(table.this, exp.Identifier)
+            and (name := table.name.lower()) not in ctes}
 
 
 _CATALOG_NAME = re.compile(r"^(pg_\w+|information_schema_\w+)$")
-#: DuckDB's own functions that no PostgreSQL client sends: introspection (settings, home and secret
-#: directories, memory), file readers and unbounded row generators (issue 13, finding 4)
-_DUCKDB_ONLY = re.compile(
-    r"\b(duckdb_\w+|pragma_\w+|read_\w+|glob|sniff_csv|which_secret|query|query_table|range|parquet_\w+"
-    r"|iceberg_\w+|delta_scan|sqlite_\w+|postgres_\w+|mysql_\w+|current_setting_raw|getenv)\s*\(", re.I)
-CATALOG_SECONDS = 2.0  # work per catalog query before it is interrupted
-CATALOG_ROWS = 100_000
 
 
 class Catalog:
@@ -300,21 +441,21 @@ class Catalog:
         self.database = database
         self.user = user
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._existing: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ routing
     def handles(self, sql: str) -> bool:
-        """True when ``sql`` is a query that reads only catalog relations (or none) and calls no dp_ aggregate.
+        """True for the catalog route: a query that names only pg_catalog and information_schema relations (or
+        none) and calls no dp_ function.
 
-        The catalog connection holds no data, so a wrong "True" can at worst return empty or made-up metadata;
-        everything else goes to the guarded session."""
+        Whether it may run is :func:`check`'s decision (``execute`` refuses the rest); everything else goes to
+        the guarded session."""
         bare = strip_comments(sql)
         if not re.match(r"\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", bare, re.I):
             return False  # DDL, PRAGMA, ATTACH, COPY ... go to the guard, which refuses them
         code = " ".join(bare[a:b] for kind, a, b in _segments(bare) if not bare[a:b].startswith("'"))
         if re.search(r"\bdp_\w+\s*\(", code, re.I) or re.search(r"\bdpsql_\w+", code, re.I):
             return False
-        if _DUCKDB_ONLY.search(code):
-            return False  # DuckDB's own introspection, file readers and row generators: the guard refuses them
         refs = _table_refs(sql)
         if refs is None:
             words = {w.lower() for w in re.findall(r"[A-Za-z_][\w$]*", code)}
@@ -327,11 +468,17 @@ class Catalog:
         if self._con is not None:
             return self._con
         con = duckdb.connect(":memory:", config={"autoload_known_extensions": "false",
-                                                 "autoinstall_known_extensions": "false"})
+                                                 "autoinstall_known_extensions": "false",
+                                                 "python_enable_replacements": "false",
+                                                 "memory_limit": CATALOG_MEMORY, "threads": "1"})
         for stmt in _DDL.replace("{json_overloads}", _JSON_OVERLOADS).split(";\n"):
             if stmt.strip():
                 con.execute(stmt)
         self._fill(con)
+        # every relation DuckDB resolves here (its own duckdb_*, pg_* and information_schema views too): a CTE
+        # may not take one of these names, or a reference outside the CTE's scope would read the real one
+        self._existing = frozenset(r[0].lower() for r in con.execute(
+            "SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables()").fetchall())
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         self._con = con
@@ -386,11 +533,18 @@ class Catalog:
                     [self.database])
 
     def execute(self, sql: str) -> pa.Table:
-        """Run a catalog query; statements the emulation cannot answer give an empty result, not an error.
+        """Run a catalog query if :func:`check` allows it (else PrivacyError E010); a statement the emulation
+        cannot answer gives an empty result, not an error.
 
-        At most CATALOG_SECONDS of work (then DuckDB is interrupted) and CATALOG_ROWS rows: the route is
-        uncharged, so it must not be a free CPU or memory sink."""
-        con = self._connection().cursor()
+        At most CATALOG_SECONDS of work (then DuckDB is interrupted), CATALOG_ROWS rows and CATALOG_MEMORY: the
+        route is uncharged, so even an allowed statement must not be a free CPU or memory sink."""
+        base = self._connection()
+        try:
+            check(sql, existing=self._existing)
+        except PrivacyError as e:
+            log.info("catalog route refused (%s): %s", e.message, sql[:2000])
+            raise
+        con = base.cursor()
         timer = threading.Timer(CATALOG_SECONDS, con.interrupt)
         timer.start()
         try:

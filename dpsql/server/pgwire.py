@@ -75,6 +75,11 @@ class WireError(Exception):
         self.sqlstate, self.message, self.detail, self.severity = sqlstate, message, detail, severity
 
 
+def _refusal(e: PrivacyError) -> WireError:
+    """The ErrorResponse of a refusal (guard or catalog route): SQLSTATE by code, the code first in the message."""
+    return WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}")
+
+
 @dataclass
 class Outcome:
     """What one statement produced: a command tag, and columns/rows when it returns rows."""
@@ -327,13 +332,16 @@ class Connection:
             return local
         catalog = self._catalog()
         if catalog.handles(sql):
-            table = catalog.execute(sql)
+            try:
+                table = catalog.execute(sql)
+            except PrivacyError as e:
+                raise _refusal(e) from None
             cols = [(f.name, t.oid_for_arrow(f.type)) for f in table.schema]
             return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table))
         try:
             result = self.session.sql(sql)
         except PrivacyError as e:
-            raise WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}") from None
+            raise _refusal(e) from None
         except Exception:  # noqa: BLE001 - engine messages may carry data; they go to the log only
             log.exception("statement failed for %r", self.user)
             raise WireError("XX000", "dpsql: the statement failed (details are in the server log)") from None
@@ -353,12 +361,12 @@ class Connection:
         if local is not None:
             return local.columns
         catalog = self._catalog()
-        if catalog.handles(sql):
-            return catalog.describe(sql)
         try:
+            if catalog.handles(sql):
+                return catalog.describe(sql)
             described = self.session.describe(sql)
         except PrivacyError as e:
-            raise WireError(sqlstate_for(e.code), f"{e.code}: {e.message}", f"dpsql error code {e.code}") from None
+            raise _refusal(e) from None
         except Exception:  # noqa: BLE001
             log.info("describe failed for %r", self.user, exc_info=True)
             raise WireError("XX000", "dpsql: the statement could not be described") from None

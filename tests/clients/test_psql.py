@@ -56,6 +56,15 @@ def test_catalog_browse(server) -> None:
     assert "dpsql protected table" in out and "dpsql public table" in out
 
 
+def test_more_backslash_commands_pass_the_catalog_allow_list(server) -> None:
+    # the closed catalog route (issue 13) must still answer what psql sends for these
+    r = psql(server, "\\d+ flights", "\\l+", "\\du", "\\df", "\\dT", "\\dx", "\\dp", "\\des", "\\dRp",
+             "\\dA", "\\dv", "\\dP")
+    assert r.returncode == 0, r.stderr
+    assert "ERROR" not in r.stderr, r.stderr
+    assert "dep_delay" in r.stdout and "flights" in r.stdout
+
+
 def test_tls(tls_server, tls_files) -> None:
     r = psql(tls_server, "\\conninfo", "SELECT dp_count(dep_delay, epsilon := 0.1) AS n FROM flights",
              sslmode="verify-full", extra=f"sslrootcert={tls_files[0]}")

@@ -45,6 +45,21 @@ def test_rejection_carries_code_and_sqlstate(server, world: FakeWorld) -> None:
     assert world.charges == []
 
 
+def test_catalog_refusal_is_shaped_like_a_guard_refusal(server, world: FakeWorld) -> None:
+    """The closed catalog route (issue 13 finding 4) refuses like the guard: SQLSTATE 42501, the code first in the
+    message and in the detail, on Execute and on Describe; nothing reaches the session, nothing is charged."""
+    with psycopg.connect(dsn(server), autocommit=True) as c:
+        for sql in ("SELECT name, value FROM duckdb_settings()", "SELECT repeat('x', 100000000) AS x",
+                    "SELECT pg_sleep(5)"):
+            for prepare in (False, True):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege) as e:
+                    c.execute(sql, prepare=prepare)
+                assert str(e.value).startswith("DPSQL-E010: the catalog route only answers catalog queries: ")
+                assert e.value.diag.message_detail == "dpsql error code DPSQL-E010"
+        assert c.execute("SELECT count(*) FROM pg_catalog.pg_class").fetchone() == (2,)
+    assert world.charges == [] and world.describes == []
+
+
 def test_execute_charges_once_and_describe_never(server, world: FakeWorld) -> None:
     with psycopg.connect(dsn(server), autocommit=True, prepare_threshold=0) as c:
         for _ in range(3):

@@ -11,6 +11,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
+from dpsql.errors import PrivacyError
 from dpsql.server import types as t
 from dpsql.server.auth import ScramExchange, make_verifier, mock_verifier
 from dpsql.server.catalog import Catalog
@@ -100,23 +101,118 @@ def test_catalog_routing_and_isolation() -> None:
     assert cat.execute("SELECT relname FROM pg_catalog.pg_class ORDER BY 1").column(0).to_pylist() == [
         "airlines", "flights"]
     assert cat.execute("SELECT count(*) AS n FROM pg_catalog.pg_attribute").column(0).to_pylist() == [6]
-    # the catalog connection holds no data and may not read files
-    assert cat.execute("SELECT * FROM read_csv('/etc/passwd')").num_columns == 0
-    assert cat.execute("SELECT * FROM flights").num_columns == 0
+    # the catalog connection holds no data, reads no files, and is only asked what its allow-list permits
+    for sql in ("SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM flights"):
+        with pytest.raises(PrivacyError, match="DPSQL-E010"):
+            cat.execute(sql)
 
 
-def test_catalog_route_is_closed_to_duckdb_introspection_and_bounded() -> None:
-    """Issue 13 finding 4: the uncharged catalog route ran any table-free DuckDB SQL (duckdb_settings()
-    showed the server's home and secret directories; range(6e9) burned a minute of CPU per call)."""
+class _CannotRun:
+    """Stands in for the catalog's DuckDB connection: a statement that reaches it fails the test."""
+
+    def cursor(self) -> None:
+        raise AssertionError("the statement ran on the catalog connection")
+
+
+def _catalog_that_cannot_run() -> Catalog:
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    cat._connection()
+    cat._con = _CannotRun()  # type: ignore[assignment]
+    return cat
+
+
+#: Issue 13 finding 4: the uncharged catalog route ran any table-free DuckDB SQL (duckdb_settings() showed the
+#: server's home and secret directories; range(6e9) burned a minute of CPU per call).  Table functions, also
+#: hidden in a CTE, a subquery or LATERAL, DuckDB's own views behind a CTE of the same name, functions off the
+#: allow-list, recursion and unparsable statements are refused (E010) before anything runs.
+HOSTILE_CATALOG = [
+    "SELECT name, value FROM duckdb_settings()",
+    "SELECT * FROM duckdb_secrets()",
+    "SELECT * FROM pragma_database_size()",
+    "SELECT sum(x) FROM range(6000000000) t(x)",
+    "SELECT count(*) FROM generate_series(1, 100000000)",
+    "SELECT count(*) FROM generate_series(1, 1e8)",
+    "SELECT generate_series(1, 100000000)",
+    "SELECT count(*) FROM unnest(range(100000000))",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM glob('*')",
+    "SELECT * FROM query('select 1')",
+    "SELECT * FROM query_table('flights')",
+    "SELECT repeat('x', 100000000)",
+    "SELECT lpad('x', 100000000, 'x')",
+    "SELECT 'x'.repeat(100000000)",
+    "SELECT pg_sleep(5)",
+    "SELECT getenv('HOME')",
+    "WITH s AS (SELECT * FROM range(100000000) t(x)) SELECT count(*) FROM s",
+    "SELECT (SELECT count(*) FROM generate_series(1, 100000000)) AS n",
+    "SELECT c.relname, g.x FROM pg_class c, LATERAL (SELECT * FROM range(100000000) t(x)) g",
+    "SELECT c.relname, g FROM pg_class c CROSS JOIN LATERAL generate_series(1, 100000000) g",
+    "WITH duckdb_tables AS (SELECT * FROM duckdb_tables) SELECT * FROM duckdb_tables",
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+    "SELECT relname FROM pg_class WHERE (",
+    "SELECT relname FROM pg_class LIMIT 1 -- " + "x" * 40_000,
+]
+
+
+@pytest.mark.parametrize("sql", HOSTILE_CATALOG)
+def test_catalog_route_refuses_what_is_not_on_its_allow_list(sql: str) -> None:
+    cat = _catalog_that_cannot_run()
+    assert cat.handles(sql)  # names no user table: the catalog route's to answer, not the guard's
+    with pytest.raises(PrivacyError) as e:
+        cat.execute(sql)
+    assert e.value.code == "DPSQL-E010"
+    assert e.value.message.startswith("the catalog route only answers catalog queries: ")
+
+
+#: What clients send while browsing, on top of tests/clients: pgcli's search path, psycopg's server-side
+#: cursor close, the DuckDB CLI's ATTACH, harlequin's completions, psql's \l+ and \d (publications).
+CLIENT_CATALOG = [
+    "SELECT * FROM unnest(current_schemas(true))",
+    "SELECT 1 FROM pg_catalog.pg_cursors WHERE name = 'c_1'",
+    "SELECT pg_namespace.oid, tablename, indexname FROM pg_indexes JOIN pg_namespace ON (schemaname=nspname) "
+    "ORDER BY pg_namespace.oid",
+    "select distinct routine_name as label, case when routine_type is null then 'agg' else 'fn' end as type_label "
+    "from information_schema.routines where length(routine_name) < 37 and routine_name not ilike 'pg\\_%'",
+    "select distinct name as label from pg_settings",
+    "SELECT d.datname, pg_catalog.pg_size_pretty(pg_catalog.pg_database_size(d.datname)), "
+    "pg_catalog.array_to_string(d.datacl, E'\\n') FROM pg_catalog.pg_database d ORDER BY 1",
+    "SELECT pubname, (SELECT string_agg(attname, ', ') FROM pg_catalog.generate_series(0, "
+    "pg_catalog.array_upper(pr.prattrs::pg_catalog.int2[], 1)) s, pg_catalog.pg_attribute "
+    "WHERE attrelid = pr.prrelid AND attnum = prattrs[s]) FROM pg_catalog.pg_publication p "
+    "JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid",
+    "SELECT current_setting('default_table_access_method'), current_schema(), current_database()",
+    "WITH t AS (SELECT relname FROM pg_class) SELECT count(*) FROM t",
+    "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) v(n, s)",
+]
+
+
+@pytest.mark.parametrize("sql", CLIENT_CATALOG)
+def test_catalog_route_answers_what_clients_send(sql: str) -> None:
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    assert cat.handles(sql)
+    assert cat.execute(sql).num_columns > 0
+
+
+def test_catalog_current_setting_is_the_emulation() -> None:
+    """current_setting() is dpsql's macro over its own SETTINGS (clients need it), never DuckDB's settings."""
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    assert cat.execute("SELECT current_setting('server_version') AS v").column(0).to_pylist() == ["15.0"]
+    for name in ("home_directory", "secret_directory", "memory_limit", "threads"):
+        assert cat.execute(f"SELECT current_setting('{name}') AS v").column(0).to_pylist() == [None]
+
+
+def test_catalog_route_is_bounded_in_time_rows_and_memory() -> None:
+    """The second line of defence: an allowed statement still stops after CATALOG_SECONDS, CATALOG_ROWS rows
+    and CATALOG_MEMORY (a chain of || over CTEs needs no function and grew to gigabytes)."""
     import time
 
     cat = Catalog(FakeWorld().connect("alice").tables())
-    for sql in ("SELECT name, value FROM duckdb_settings()", "SELECT * FROM duckdb_secrets()",
-                "SELECT sum(x) FROM range(6000000000) t(x)", "SELECT * FROM read_csv('/etc/passwd')",
-                "SELECT * FROM pragma_database_size()", "SELECT getenv('HOME')"):
-        assert not cat.handles(sql), sql  # goes to the guard, which refuses it
     t = time.monotonic()
-    out = cat.execute("SELECT max(a.x + b.x) FROM generate_series(1, 100000) a(x), generate_series(1, 100000) b(x)")
+    out = cat.execute("SELECT count(*) FROM pg_type a, pg_type b, pg_type c, pg_type d, pg_type e, pg_type f, "
+                      "pg_type g")
     assert time.monotonic() - t < 10  # interrupted after CATALOG_SECONDS, answered empty
-    assert out.num_rows <= 1
-    assert cat.execute("SELECT x FROM generate_series(1, 1000000) t(x)").num_rows == 100_000  # row cap
+    assert out.num_rows == 0
+    assert cat.execute("SELECT a.oid FROM pg_type a, pg_type b, pg_type c, pg_type d").num_rows == 100_000
+    chain = "a AS (SELECT 'xxxxxxxxxx' AS s)" + "".join(
+        f", l{i} AS (SELECT {' || '.join(['s'] * 10)} AS s FROM {'a' if i == 0 else f'l{i - 1}'})" for i in range(7))
+    assert cat.execute(f"WITH {chain} SELECT length(s) AS n FROM l6").num_rows == 0  # 10^8 characters
