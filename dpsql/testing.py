@@ -34,7 +34,7 @@ def clopper_pearson(k: np.ndarray, n: int, alpha: float) -> tuple[np.ndarray, np
 
 
 def _events(a: np.ndarray, b: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Counts per event: NaN, then ``bins`` quantile bins of the pooled finite outputs, plus the
+    """Counts per event: NaN, -inf, +inf, then ``bins`` quantile bins of the pooled finite outputs, plus the
     cumulative (tail) events, which catch shifts that single bins spread thin."""
     fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
     pooled = np.concatenate([fa, fb])
@@ -44,7 +44,8 @@ def _events(a: np.ndarray, b: np.ndarray, bins: int) -> tuple[np.ndarray, np.nda
         edges = np.zeros(0)
 
     def counts(x: np.ndarray, fx: np.ndarray) -> np.ndarray:
-        nan = np.array([np.count_nonzero(~np.isfinite(x))])
+        # NULL, -inf and +inf are separate events (an interval's "no finite bound" is an output too)
+        nan = np.array([np.count_nonzero(np.isnan(x)), np.count_nonzero(x == -np.inf), np.count_nonzero(x == np.inf)])
         # exact values (point masses) matter for discrete outputs: right-closed bins
         idx = np.searchsorted(edges, fx, side="left")
         per_bin = np.bincount(idx, minlength=edges.size + 1)
@@ -126,17 +127,30 @@ def matrix_claim(aggregate: str, method: str, params) -> float:
     return budget_of(get_method(aggregate, method), params).as_epsilon(ZCDP_DELTA)
 
 
-def matrix_cell(aggregate: str, method: str, params, pair: str, runs: int, seed: int) -> tuple[float, float, str]:
+#: what of an interval release (value, lo, hi) a matrix cell looks at: each part and the width
+INTERVAL_PARTS = {"value": lambda v, lo, hi: v, "lo": lambda v, lo, hi: lo, "hi": lambda v, lo, hi: hi,
+                  "width": lambda v, lo, hi: hi - lo}
+
+
+def matrix_cell(aggregate: str, method: str, params, pair: str, runs: int, seed: int,
+                part: str | None = None) -> tuple[float, float, str]:
     """``(empirical eps, claim, note)`` for one method on one neighbour pair; ``runs`` releases per side.
+    ``part`` (a key of :data:`INTERVAL_PARTS`): run the method with its interval (``params.level``) and look
+    at that part of the release.
 
     ``note`` says whether either side released +-inf.  Exceptions propagate: none may depend on the data."""
-    from .core import Batch, run
+    from .core import Batch, run, run_interval
     from .noise import Rng
 
     d, d2 = EXTREME_NEIGHBOURS[pair]
     rng = Rng.seeded(seed)
-    a = run(aggregate, Batch.from_lists([d] * runs), params, method=method, rng=rng)
-    b = run(aggregate, Batch.from_lists([d2] * runs), params, method=method, rng=rng)
+    if part is None:
+        a = run(aggregate, Batch.from_lists([d] * runs), params, method=method, rng=rng)
+        b = run(aggregate, Batch.from_lists([d2] * runs), params, method=method, rng=rng)
+    else:
+        with np.errstate(invalid="ignore"):  # inf - inf widths: NaN, an output like any other
+            a, b = (INTERVAL_PARTS[part](*run_interval(aggregate, Batch.from_lists([x] * runs), params, method, rng))
+                    for x in (d, d2))
     note = ""
     for name, out in (("D", a), ("D'", b)):
         if np.any(np.isinf(out)):

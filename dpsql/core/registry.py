@@ -186,7 +186,8 @@ def validate(aggregate: str, method: Method, params: Params) -> None:
         if not (_finite(params.level) and MIN_LEVEL <= params.level <= MAX_LEVEL):
             raise ParameterError(f"{fn}: level must be a finite number in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
         if method.interval is None:
-            raise ParameterError(f"{fn}: method {method.name!r} has no interval (the default method has one)")
+            with_ci = ", ".join(f"dp_{a}" for a in AGGREGATES if (m := _REGISTRY[a].get(DEFAULTS[a])) and m.interval)
+            raise ParameterError(f"{fn}: method {method.name!r} has no interval (the defaults of {with_ci} have one)")
     if method.check is not None:
         method.check(params)
     if method.notion == "zcdp" and params.rho is None and epsilon_to_rho(params.epsilon, params.delta) < MIN_RHO:

@@ -26,6 +26,12 @@ scale-free base measure, so it cannot collapse.
   ``P(y) ~ exp(-eps l(y) / (2 s))`` is eps-DP for any base measure fixed by released values;
   :func:`~dpsql.core.primitives.rank_em` samples it exactly over the integer codes.
 
+* **Intervals** (``dp_*_ci``, :mod:`~dpsql.core.intervals`).  Quantiles and the IQR spend part of the
+  mechanisms' share on two endpoint mechanisms per quantile (targets ``p n -+ d``, codes of ``x - y``
+  around the released point y, log-uniform for ``ENDPOINT_FLAT`` octaves then decaying), decoded at their
+  cells' outer ends; the mean and the sum compute theirs from what they released (count, range, noisy sum):
+  post-processing, the same draws as without an interval.
+
 Cost (pure, sequential composition), all summing to eps: median ``SPLIT``; other quantiles and the IQR
 ``SPLIT_TAIL`` (floor, count, then centre + mechanism(s) on the near route or all of it to the
 mechanism(s) on the wide route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
@@ -35,12 +41,15 @@ bound-free can locate the data on the float line; the answer is then far off (th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
-from .primitives import GridCodes, noisy_count, per_row, pow2_floor, rank_em, release_sum
+from .intervals import EM_SLACK, dlap_quantile, ratio_interval
+from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_floor, rank_em, release_sum
 from .registry import Method, Params, register
 from .universal import B_MIN, _bounded, _intersect, iqr_lower_bound, radius
 
@@ -62,30 +71,37 @@ SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 ROUTE = 100.0
 
 
-def _octave_table(decay: bool) -> tuple[np.ndarray, np.ndarray]:
+def _octave_table(flat: int) -> tuple[np.ndarray, np.ndarray]:
     """Bits and first code of octave k = 1 .. E_TOP - E_MIN (index k; the linear octave 0 is ``[0, 2**M)``).
 
-    Without decay every octave holds ``2**M_BITS`` codes (log-uniform measure); with decay octave k holds
-    ``2**max(M_BITS - k + 1, 0)``: the measure's density falls like ``|y - c|**-2`` beyond the floor, so
-    the whole float line above the data weighs about as much as the octaves the data fill."""
+    ``flat = 0`` (no decay): every octave holds ``2**M_BITS`` codes (log-uniform measure).  ``flat >= 1``:
+    octave k holds ``2**max(M_BITS - max(k - flat, 0), 0)``: log-uniform up to octave ``flat``, then the
+    density falls like ``|y - c|**-2``, so the whole float line beyond weighs about as much as one octave
+    (``flat = 1``, the near route: the float line above the data weighs about as much as the octaves the
+    data fill; ``flat = ENDPOINT_FLAT`` for the interval endpoints: no pull towards the centre within
+    ``2**ENDPOINT_FLAT`` floors)."""
     k = np.arange(E_TOP - E_MIN + 2, dtype=np.int64)
-    bits = np.maximum(M_BITS - (k - 1), 0) if decay else np.full(k.size, M_BITS, dtype=np.int64)
+    bits = np.maximum(M_BITS - np.maximum(k - flat, 0), 0) if flat else np.full(k.size, M_BITS, dtype=np.int64)
     size = np.where(k >= 1, np.left_shift(1, bits), 0)
     base = (1 << M_BITS) + np.concatenate([[0], np.cumsum(size)[:-1]])
     return bits, base
 
 
-_TABLE = {False: _octave_table(False), True: _octave_table(True)}
+#: log-uniform octaves above the floor before the endpoints' measure decays (the floor, seed 003's IQR lower
+#: bound, sits up to ~20 octaves below the data's spread at small n eps)
+ENDPOINT_FLAT = 32
+#: measure -> octave table: 0 log-uniform (``decay=False``), 1 the near route's (``decay=True``), endpoints'
+_TABLE = {f: _octave_table(f) for f in (0, 1, ENDPOINT_FLAT)}
 
 
-def _mag_max(e: np.ndarray, decay: bool = False) -> np.ndarray:
+def _mag_max(e: np.ndarray, decay: int = 0) -> np.ndarray:
     """The largest magnitude code given the floor exponent (the top of octave ``E_TOP - e``)."""
     bits, base = _TABLE[decay]
     k = E_TOP - np.asarray(e, dtype=np.int64)
     return base[k] + np.left_shift(1, bits[k]) - 1
 
 
-def _magnitude(ay: np.ndarray, e: np.ndarray, decay: bool = False) -> np.ndarray:
+def _magnitude(ay: np.ndarray, e: np.ndarray, decay: int = 0) -> np.ndarray:
     """Code magnitude of ``|y - c|`` (>= 0) given the floor exponent ``e`` (int64): monotone."""
     bits, base = _TABLE[decay]
     big = ay >= np.ldexp(1.0, e)
@@ -104,7 +120,7 @@ class FloatCodes(GridCodes):
     ``c``: each group's centre (0 by default; a released value); ``decay``: the octave-decaying measure."""
 
     def __init__(self, values: np.ndarray, offsets: np.ndarray, e: np.ndarray, c: np.ndarray | None = None,
-                 decay: bool = False) -> None:
+                 decay: int = 0) -> None:
         self.values, self.offsets = values, np.asarray(offsets, dtype=np.int64)
         self.e = np.asarray(e, dtype=np.int64)
         self.c = np.zeros(self.e.size) if c is None else np.asarray(c, dtype=np.float64)
@@ -121,8 +137,11 @@ class FloatCodes(GridCodes):
         return np.where(y < 0, self.centre[g] - mag, self.centre[g] + mag)
 
 
-def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: bool = False) -> np.ndarray:
-    """The value released for a code: the centre plus the midpoint of its cell (the centre for cell 0)."""
+def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: int = 0,
+           edge: int = 0) -> np.ndarray:
+    """The value released for a code: the centre plus the midpoint of its cell (the centre for cell 0);
+    ``edge = -1`` / ``+1``: the cell's lower / upper end instead, two units of rounding further out (an interval's end
+    that must not cut into its cell)."""
     bits, base = _TABLE[decay]
     e = np.asarray(e, dtype=np.int64)
     rel = np.asarray(code, dtype=np.int64) - _mag_max(e, decay)
@@ -130,12 +149,21 @@ def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: 
     k = np.maximum(np.searchsorted(base, mag, side="right") - 1, 1)
     b = bits[k]
     frac = (mag - base[k]).astype(np.float64)
+    # where in the magnitude's cell: the middle, or the end that lies outward in value for this sign
+    at = 0.5 if edge == 0 else np.where((rel < 0) == (edge < 0), 1.0, 0.0)
     with np.errstate(over="ignore"):
-        lin = np.ldexp((mag + 0.5) * 2.0**-M_BITS, e)
-        up = np.ldexp(1.0 + np.ldexp(frac + 0.5, -b), e + k - 1)
-    val = np.where(mag >= 1 << M_BITS, up, np.where(mag == 0, 0.0, lin))
+        lin = np.ldexp((mag + at) * 2.0**-M_BITS, e)
+        up = np.ldexp(1.0 + np.ldexp(frac + at, -b), e + k - 1)
+        zero = 0.0 if edge == 0 else edge * np.ldexp(1.0, e - M_BITS)
+    val = np.where(mag >= 1 << M_BITS, up, np.where(mag == 0, zero, lin))
     val = np.where(rel < 0, -val, val)
-    return val if c is None else np.asarray(c, dtype=np.float64) + val
+    if edge == 0:
+        return val if c is None else np.asarray(c, dtype=np.float64) + val
+    # an end: fl(x - c) and c + val each round by at most half a unit of the larger magnitude; two units out
+    cc = np.zeros(1) if c is None else np.asarray(c, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        pad = 2.0 * np.spacing(np.maximum(np.abs(cc), np.abs(val)))
+        return cc + val + edge * np.where(np.isfinite(pad), pad, 0.0)
 
 
 def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
@@ -145,12 +173,59 @@ def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
 
 
 def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None = None,
-              decay: bool = False) -> np.ndarray:
-    """One exponential mechanism for the p-quantile over the codes: eps-DP at sensitivity max(p, 1 - p)."""
+              decay: int = 0, shift: float = 0.0, edge: int = 0) -> np.ndarray:
+    """One exponential mechanism for the p-quantile over the codes: eps-DP at sensitivity max(p, 1 - p).
+    ``shift`` (public) moves the target rank to ``p n + shift``: the sensitivity stays max(p, 1 - p);
+    ``edge``: see :func:`decode`."""
     codes = FloatCodes(s.values, s.offsets, e, c, decay)
-    target = p * s.sizes.astype(np.float64)
+    target = p * s.sizes.astype(np.float64) + shift
     k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng)
-    return decode(k, e, c, decay)
+    return decode(k, e, c, decay, edge)
+
+
+#: a quantile with its interval (the ``dp_quantile_ci`` family): of the mechanism's share, the point gets
+#: ``point`` and each endpoint ``end``
+SPLIT_CI = {"point": 0.5, "end": 0.25}
+
+
+def rank_offset(p: float, epsilon: float, alpha: float) -> float:
+    """The endpoints' rank offset: an endpoint's mechanism (eps, sensitivity s = max(p, 1 - p)) lands more
+    than ``d`` ranks past its target on the far side with probability about ``exp(-eps d / (2 s))`` times
+    the measure ratio of the far ranks to the near ones (``EM_SLACK`` in logs, measured); ``d`` makes it
+    ``alpha``."""
+    return 2.0 * max(p, 1.0 - p) / epsilon * (math.log(1.0 / alpha) + EM_SLACK)
+
+
+def _quantile_ci(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None,
+                 decay: int, level: float | None, n_hat: np.ndarray | None = None, eps_count: float = 1.0
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The p-quantile (eps-DP), and with ``level`` an interval: the point at ``SPLIT_CI['point'] eps`` and two
+    more mechanisms at ``SPLIT_CI['end'] eps`` each with targets ``p n -+ d`` (:func:`rank_offset`, each
+    side missing with probability (1 - level) / 2): the lower endpoint's rank is <= p n, so it lies at or
+    below the exact quantile, unless its mechanism erred by more than d.  Cost eps (sequential): each
+    endpoint is the exponential mechanism of :func:`_quantile` with a public shift of its target (loss
+    sensitivity still max(p, 1 - p) under add/remove) over a base measure fixed by released values (the
+    floor e and the point y): eps_end-DP; point + 2 endpoints = eps.  A side
+    whose target may lie beyond the data (``p n_lo < d`` or ``(1 - p) n_lo < d``, n_lo a lower
+    confidence bound from the released count ``n_hat`` at ``eps_count``) has no finite bound: there the
+    point itself may not have found the data (post-processing of released values)."""
+    if level is None:
+        y = _quantile(s, e, p, epsilon, rng, c, decay)
+        return y, y, y
+    y = _quantile(s, e, p, SPLIT_CI["point"] * epsilon, rng, c, decay)
+    eps_end = SPLIT_CI["end"] * epsilon
+    d = rank_offset(p, eps_end, (1.0 - level) / 2.0)
+    # the endpoints run on codes of x - y (y is released), log-uniform for ENDPOINT_FLAT octaves above the
+    # floor and decaying beyond: the far float line cannot outweigh the ranks near the target, whatever
+    # n eps, and there is no pull towards y within the data's spread
+    yc = np.clip(y, -DOMAIN, DOMAIN)
+    lo = np.minimum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT_FLAT, -d, -1), y)
+    hi = np.maximum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT_FLAT, d, 1), y)
+    if n_hat is not None:
+        n_lo = n_hat - dlap_quantile(1.0 / eps_count, 1.0 - level)
+        lo = np.where(p * n_lo < d, -np.inf, lo)
+        hi = np.where((1.0 - p) * n_lo < d, np.inf, hi)
+    return y, lo, hi
 
 
 def _centre(s: Batch, e: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
@@ -175,17 +250,20 @@ def _groups(s: Batch, idx: np.ndarray) -> Batch:
     return sub
 
 
-def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: float, rng: Rng) -> list[np.ndarray]:
-    """The ``ps``-quantiles per group, routed on a released count (module docstring).  Cost: count
-    ``SPLIT_TAIL['count'] eps``, then per group ``(centre + em) eps`` on either route (each quantile gets
-    an equal part of the mechanisms' share), or NULL when ``n_hat eps < NULL_BELOW['tail']``.  The route
-    is post-processing of the released count."""
+def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: float, rng: Rng,
+                    level: float | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The ``ps``-quantiles per group, routed on a released count (module docstring), each as (value, lo,
+    hi) (lo = hi = value without ``level``; each quantile's interval at ``1 - (1 - level) / len(ps)``).
+    Cost: count ``SPLIT_TAIL['count'] eps``, then per group ``(centre + em) eps`` on either route (each
+    quantile gets an equal part of the mechanisms' share), or NULL when ``n_hat eps < NULL_BELOW['tail']``.
+    The route is post-processing of the released count."""
     n_hat = noisy_count(s, SPLIT_TAIL["count"] * epsilon, rng)
     wide = n_hat * min(min(p, 1.0 - p) for p in ps) * epsilon >= ROUTE
     null = n_hat * epsilon < NULL_BELOW["tail"]
-    out = [np.full(s.groups, np.nan) for _ in ps]
+    out = [tuple(np.full(s.groups, np.nan) for _ in range(3)) for _ in ps]
     share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
     near_share = SPLIT_TAIL["em"] * epsilon / len(ps)
+    each = None if level is None else 1.0 - (1.0 - level) / len(ps)
     for route in (True, False):
         idx = np.flatnonzero((wide == route) & ~null)
         if not idx.size:
@@ -193,8 +271,29 @@ def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: flo
         sub, ee = _groups(s, idx), e[idx]
         c = None if route else _centre(sub, ee, SPLIT_TAIL["centre"] * epsilon, rng)
         for q, p in zip(out, ps, strict=True):
-            q[idx] = _quantile(sub, ee, p, share if route else near_share, rng, c, not route)
+            got = _quantile_ci(sub, ee, p, share if route else near_share, rng, c, not route, each, n_hat[idx],
+                               SPLIT_TAIL["count"] * epsilon)
+            for a, b in zip(q, got, strict=True):
+                a[idx] = b
     return out
+
+
+def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
+                  level: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    eps, p = budget.epsilon, float(params.p)
+    s = _bounded(batch, params).sorted()
+    e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
+    if p != 0.5:
+        got = _tail_quantiles(s, e, (p,), eps, rng, level)[0]
+    else:
+        n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
+        got = tuple(np.full(s.groups, np.nan) for _ in range(3))
+        idx = np.flatnonzero(n_hat * eps >= NULL_BELOW["median"])
+        if idx.size:
+            for a, b in zip(got, _quantile_ci(_groups(s, idx), e[idx], p, SPLIT["em"] * eps, rng, None, 0,
+                                              level, n_hat[idx], SPLIT["count"] * eps), strict=True):
+                a[idx] = b
+    return tuple(_clip_out(a, params) for a in got)
 
 
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -204,28 +303,42 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
     median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying measure
     (0.45 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
     ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
-    eps, p = budget.epsilon, float(params.p)
+    return _run_quantile(batch, budget, params, rng, None)[0]
+
+
+def interval_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_quantile_ci: as :func:`run_quantile`, but the mechanisms' share is split into the point and two
+    endpoint mechanisms (:func:`_quantile_ci`).  Cost eps (pure, sequential composition)."""
+    return _run_quantile(batch, budget, params, rng, params.level)
+
+
+def _run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng,
+             level: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    eps = budget.epsilon
     s = _bounded(batch, params).sorted()
-    e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
-    if p != 0.5:
-        return _clip_out(_tail_quantiles(s, e, (p,), eps, rng)[0], params)
-    n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
-    out = np.full(s.groups, np.nan)
-    idx = np.flatnonzero(n_hat * eps >= NULL_BELOW["median"])
-    if idx.size:
-        out[idx] = _quantile(_groups(s, idx), e[idx], p, SPLIT["em"] * eps, rng)
-    return _clip_out(out, params)
+    e = _floor_exponent(s, SPLIT_TAIL["bound"] * eps, rng)
+    (q1, q1_lo, q1_hi), (q3, q3_lo, q3_hi) = (tuple(_clip_out(a, params) for a in q)
+                                              for q in _tail_quantiles(s, e, (0.25, 0.75), eps, rng, level))
+    with np.errstate(invalid="ignore"):  # inf - inf: no finite bound
+        lo, hi = q3_lo - q1_hi, q3_hi - q1_lo
+    lo, hi = np.maximum(np.where(np.isnan(lo), 0.0, lo), 0.0), np.where(np.isnan(hi), np.inf, hi)
+    val = np.maximum(q3 - q1, 0.0)
+    return val, np.where(np.isnan(val), np.nan, lo), np.where(np.isnan(val), np.nan, hi)
 
 
 def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_iqr, scale-free: the floor (0.05 eps), then Q1 and Q3 as in :func:`run_quantile` for p != 1/2
     (count 0.05 eps; each quantile half of the remaining 0.90 eps, sensitivity 3/4).  Cost eps (pure).
     Clamped >= 0."""
-    eps = budget.epsilon
-    s = _bounded(batch, params).sorted()
-    e = _floor_exponent(s, SPLIT_TAIL["bound"] * eps, rng)
-    q1, q3 = _tail_quantiles(s, e, (0.25, 0.75), eps, rng)
-    return np.maximum(_clip_out(q3, params) - _clip_out(q1, params), 0.0)
+    return _run_iqr(batch, budget, params, rng, None)[0]
+
+
+def interval_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_iqr_ci: Q1 and Q3 each with an interval at ``1 - (1 - level) / 2`` (:func:`_quantile_ci`); the
+    IQR's interval is ``[Q3_lo - Q1_hi, Q3_hi - Q1_lo]`` clamped at 0.  Cost eps (pure)."""
+    return _run_iqr(batch, budget, params, rng, params.level)
 
 
 # --------------------------------------------------------------------------- mean and sum (study R2)
@@ -271,6 +384,77 @@ def _routes(batch: Batch, params: Params, sp: dict[str, float], eps: float, rng:
     return s, n, e, np.flatnonzero(~many & (n * eps >= null_below)), np.flatnonzero(many)
 
 
+#: the clipping allowance of the mean's and the sum's intervals, in rows: the radius scan stops once about
+#: ``OUTSIDE / eps_radius`` rows lie outside the range (plus its noise); the allowance assumes at most
+#: ``BIAS_ROWS`` times that many rows lie outside, each within one more half-width (measured,
+#: benchmarks/intervals.py)
+BIAS_ROWS = 4.0
+
+
+def _noise_halfwidths(total_sens: np.ndarray, eps_sum: float, n_hat: np.ndarray, eps_count: float,
+                      alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Half-widths of a released clipped sum (its discrete Laplace on the fixed-point grid, plus the grid
+    rounding of every row) and the range of the count, each missing with probability ``alpha / 2``:
+    (sum half-width, n_lo, n_hi), n floored at 1."""
+    k_n = dlap_quantile(1.0 / eps_count, alpha / 2.0)
+    n_lo, n_hi = np.maximum(n_hat - k_n, 1.0), np.maximum(n_hat + k_n, 1.0)
+    sens, gamma = fixed_point_grid(total_sens)
+    k_s = dlap_quantile(np.ceil(sens / gamma + 0.5) / eps_sum, alpha / 2.0)
+    return (k_s + n_hi / 2.0) * gamma, n_lo, n_hi
+
+
+def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: float | None,
+              kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_mean (``kind='mean'``) or dp_sum with an optional interval: post-processing of the released
+    count, range and clipped sum (:mod:`~dpsql.core.intervals`): no extra cost, the same draws."""
+    eps = budget.epsilon
+    sp = SPLIT_MEAN if kind == "mean" else SPLIT_SUM
+    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["median" if kind == "mean" else "sum"])
+    out = np.full(s.groups, np.nan)
+    lo, hi = np.full(s.groups, -np.inf), np.full(s.groups, np.inf)  # the small-count routes: no finite bound
+    rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
+    if few.size and kind == "mean":
+        out[few] = _clip_out(_quantile(_groups(s, few), e[few], 0.5, rest, rng), params)
+    elif few.size:
+        sub = _groups(s, few)
+        med = _clip_out(_quantile(sub, e[few], 0.5, SUM_FEW["median"] * rest, rng), params)
+        w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
+        n2 = (w1 * n[few] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
+        with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
+            out[few] = med * np.maximum(n2, 0.0)
+    if many.size:
+        sub = _groups(s, many)
+        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+        c = l / 2.0 + r / 2.0
+        half = r / 2.0 - l / 2.0
+        if kind == "mean":
+            x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets)) - per_row(c, sub.offsets)
+            sens = half
+        else:
+            x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
+            sens = np.maximum(np.abs(l), np.abs(r))
+        total = release_sum(x, sub.offsets, sens, sp["sum"] * eps, rng)
+        if kind == "mean":
+            out[many] = np.clip(c + total / np.maximum(n[many], 1.0), l, r)
+        else:
+            out[many] = total
+        if level is not None:
+            w, n_lo, n_hi = _noise_halfwidths(sens, sp["sum"] * eps, n[many], sp["count"] * eps, 1.0 - level)
+            allowance = BIAS_ROWS * OUTSIDE / (sp["radius"] * eps) * half
+            with np.errstate(over="ignore", invalid="ignore"):
+                if kind == "mean":
+                    a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
+                    lo[many] = c + np.maximum(a, -half) - allowance / n_lo
+                    hi[many] = c + np.minimum(b, half) + allowance / n_lo
+                else:
+                    lo[many], hi[many] = total - w - allowance, total + w + allowance
+    out = np.where(n >= 1.0, out, np.nan) if kind == "mean" else out
+    if kind == "mean":  # the exact mean of the clamped data lies within the public bounds
+        lo, hi = _clip_out(lo, params), _clip_out(hi, params)
+    nul = np.isnan(out)
+    return out, np.where(nul, np.nan, np.minimum(lo, out)), np.where(nul, np.nan, np.maximum(hi, out))
+
+
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean, scale-free (accuracy study R2).  NULL when ``n_hat eps < NULL_BELOW['median']`` or n_hat < 1.
 
@@ -280,22 +464,16 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     estimate; the README says so).  Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per
     added or removed row; mean = ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).
     The route is post-processing of the released count (adaptive sequential composition)."""
-    eps = budget.epsilon
-    sp = SPLIT_MEAN
-    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["median"])
-    out = np.full(s.groups, np.nan)
-    if few.size:
-        rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
-        out[few] = _clip_out(_quantile(_groups(s, few), e[few], 0.5, rest, rng), params)
-    if many.size:
-        sub = _groups(s, many)
-        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
-        c = l / 2.0 + r / 2.0
-        half = r / 2.0 - l / 2.0
-        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets)) - per_row(c, sub.offsets)
-        total = release_sum(x, sub.offsets, half, sp["sum"] * eps, rng)
-        out[many] = np.clip(c + total / np.maximum(n[many], 1.0), l, r)
-    return np.where(n >= 1.0, out, np.nan)
+    return _mean_sum(batch, budget, params, rng, None, "mean")[0]
+
+
+def interval_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_mean_ci: the release of :func:`run_mean` and, on the range route, ``c + [S_lo, S_hi] / [n_lo,
+    n_hi]`` (sum and count noise, each missing with probability (1 - level) / 2) widened by the clipping
+    allowance ``BIAS_ROWS OUTSIDE / eps_radius`` rows of one half-width over n_lo; on the median route no
+    finite bound (a location estimate is not a mean).  Within public bounds.  Post-processing: cost eps."""
+    return _mean_sum(batch, budget, params, rng, params.level, "mean")
 
 
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -305,30 +483,23 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.72 of the remaining 0.9)
     times a count (a second count at 0.28 of it, averaged with the first by inverse variance), or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
-    eps = budget.epsilon
-    sp = SPLIT_SUM
-    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["sum"])
-    out = np.full(s.groups, np.nan)
-    if few.size:
-        sub = _groups(s, few)
-        rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
-        med = _clip_out(_quantile(sub, e[few], 0.5, SUM_FEW["median"] * rest, rng), params)
-        w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
-        n2 = (w1 * n[few] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
-        with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
-            out[few] = med * np.maximum(n2, 0.0)
-    if many.size:
-        sub = _groups(s, many)
-        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
-        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
-        out[many] = release_sum(x, sub.offsets, np.maximum(np.abs(l), np.abs(r)), sp["sum"] * eps, rng)
-    return out
+    return _mean_sum(batch, budget, params, rng, None, "sum")[0]
+
+
+def interval_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_sum_ci: the release of :func:`run_sum` and, on the range route, its noise half-width (at (1 - level)
+    / 2) plus the clipping allowance (as :func:`interval_mean`, times one half-width); on the median x count
+    route no finite bound.  Post-processing: cost eps."""
+    return _mean_sum(batch, budget, params, rng, params.level, "sum")
 
 
 _SRC = "accuracy study R1: seed 003's exponential mechanism on scale-free float codes"
-register(Method("quantile", "scalefree", "pure", run_quantile, "one EM over float codes, no range step", source=_SRC))
-register(Method("iqr", "scalefree", "pure", run_iqr, "two EMs over float codes, no range step", source=_SRC))
+register(Method("quantile", "scalefree", "pure", run_quantile, "one EM over float codes, no range step", source=_SRC,
+                interval=interval_quantile))
+register(Method("iqr", "scalefree", "pure", run_iqr, "two EMs over float codes, no range step", source=_SRC,
+                interval=interval_iqr))
 register(Method("mean", "scalefree", "pure", run_mean, "median centre + monotone radius; median when n eps < 300",
-                source="accuracy study R2"))
+                source="accuracy study R2", interval=interval_mean))
 register(Method("sum", "scalefree", "pure", run_sum, "median centre + monotone radius; n x median when n eps < 300",
-                source="accuracy study R2"))
+                source="accuracy study R2", interval=interval_sum))

@@ -31,6 +31,7 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import Batch
+from .intervals import count_interval
 from .primitives import (
     MAX_SPAN,
     GridCodes,
@@ -333,6 +334,14 @@ def run_count(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.nda
     return np.maximum(noisy_count(batch, budget.epsilon, rng), 0.0)
 
 
+def interval_count(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_count_ci: :func:`run_count` and :func:`~dpsql.core.intervals.count_interval` (exact coverage of the
+    discrete Laplace; post-processing, cost eps)."""
+    v = run_count(batch, budget, params, rng)
+    return (v, *count_interval(v, budget.epsilon, params.level))
+
+
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_sum, bound-free: clipping range from :func:`mean_range`, then a clipped sum.
 
@@ -446,7 +455,8 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 
 _SRC = "seed 003 (Dong & Yi), add/remove form"
-register(Method("count", "laplace", "pure", run_count, "count + discrete Laplace(1/eps)", source="textbook"))
+register(Method("count", "laplace", "pure", run_count, "count + discrete Laplace(1/eps)", source="textbook",
+                interval=interval_count))
 register(Method("sum", "universal", "pure", run_sum, "bound-free clipped sum (private range)", source=_SRC))
 register(Method("mean", "universal", "pure", run_mean, "EstimateMean: IQR bound, subsampled range", source=_SRC))
 register(Method("var", "universal", "pure", run_var, "EstimateVariance over random pairs", source=_SRC))
