@@ -10,11 +10,16 @@ Parameter errors (``epsilon <= 0``, unknown method, ...) raise :class:`~dpsql.co
 naming the argument; they depend on the query only.  DuckDB evaluates macro arguments when the
 aggregate finishes, so in trusted mode the error surfaces after the scan; the guard
 (:mod:`dpsql.guard`) checks the same parameters statically before any data is read.
+
+Each ``dp_f`` has an error-bar twin ``dp_f_ci`` (same arguments plus ``level := 0.95``): one release with
+its interval, ``STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE)``, from the UDF ``_dpsql_agg_ci`` (list route
+only).  Its value has the law of ``dp_f``'s and it costs what ``dp_f`` costs (:func:`dpsql.core.run_interval`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import duckdb
 import numpy as np
@@ -24,12 +29,13 @@ import pyarrow.compute as pc
 from .core import ParameterError, Params, get_method
 from .core.batch import clean
 from .core.clipped import finish as clipped_finish
+from .core.intervals import count_interval
 from .core.primitives import fixed_point_grid
 from .core.registry import budget_of, validate
 from .noise import Rng, discrete_laplace, system_rng
 from .sqlfiles import statements
 
-__all__ = ["install", "AGGREGATE_FUNCTIONS"]
+__all__ = ["install", "AGGREGATE_FUNCTIONS", "CI_SUFFIX", "DEFAULT_LEVEL", "plain_function"]
 
 #: SQL function name -> core aggregate
 AGGREGATE_FUNCTIONS = {
@@ -44,8 +50,20 @@ AGGREGATE_FUNCTIONS = {
     "dp_median": "quantile",
     "dp_iqr": "iqr",
 }
+#: every dp_f has an error-bar twin dp_f_ci: the same arguments plus ``level := 0.95`` (a numeric literal),
+#: returning STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE) from one release that costs what dp_f costs
+CI_SUFFIX = "_ci"
+AGGREGATE_FUNCTIONS |= {f"{fn}{CI_SUFFIX}": agg for fn, agg in list(AGGREGATE_FUNCTIONS.items())}
+#: the confidence level of a dp_*_ci call without ``level :=`` (sql/macros.sql says the same)
+DEFAULT_LEVEL = 0.95
 
 _PARAM_NAMES = ("p", "epsilon", "rho", "delta", "lower", "upper", "method", "beta")
+CI_FIELDS = ("value", "lo", "hi")
+
+
+def plain_function(fn: str) -> str:
+    """``dp_mean_ci`` -> ``dp_mean``; a plain name is returned unchanged."""
+    return fn[: -len(CI_SUFFIX)] if fn.endswith(CI_SUFFIX) else fn
 
 
 def _constant(arr: pa.Array | pa.ChunkedArray, name: str, fn: str) -> object:
@@ -95,6 +113,7 @@ def _params(agg: str, cols: dict[str, object], fn: str) -> tuple[str | None, Par
     if method is not None and not isinstance(method, str):
         raise ParameterError(f"{fn}: method must be a string literal")
     beta = _num(cols["beta"], "beta", fn)
+    level = _num(cols.get("level"), "level", fn)
     params = Params(
         epsilon=_num(cols["epsilon"], "epsilon", fn),
         rho=_num(cols["rho"], "rho", fn),
@@ -103,18 +122,22 @@ def _params(agg: str, cols: dict[str, object], fn: str) -> tuple[str | None, Par
         upper=_num(cols["upper"], "upper", fn),
         p=_num(cols["p"], "p", fn),
         beta=1.0 / 3.0 if beta is None else beta,
+        level=level,
     )
     return method, params
 
 
-def _checked_call(agg, raw: dict):  # noqa: ANN001, ANN202
+def _checked_call(agg, raw: dict, interval: bool = False):  # noqa: ANN001, ANN202
     """Shared head of the UDFs: aggregate name, SQL function name, validated method and parameters (every
-    parameter must be a constant; errors name the argument and never carry data)."""
+    parameter must be a constant; errors name the argument and never carry data).  ``interval``: a
+    dp_*_ci call, whose ``level`` defaults to :data:`DEFAULT_LEVEL` and is validated with the rest."""
     name = _constant(agg, "aggregate", "dp_*")
     fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
     core_agg = "var" if name == "stddev" else name
     cols = {k: (None if v is None else _constant(v, k, fn)) for k, v in raw.items()}
     mname, params = _params(core_agg, cols, fn)
+    if interval and params.level is None:
+        params = replace(params, level=DEFAULT_LEVEL)
     m = get_method(core_agg, mname)
     validate(core_agg, m, params)
     return name, fn, core_agg, m, params
@@ -128,6 +151,17 @@ def _release(name: str, out: np.ndarray) -> pa.Array:
     return pa.array(out, type=pa.float64(), mask=np.isnan(out))
 
 
+def _release_ci(name: str, value: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pa.Array:
+    """(value, lo, hi) float64 per group as STRUCT(value, lo, hi): NaN fields are NULL, and a group whose
+    value is NULL (the mechanism released no answer) is a NULL struct; stddev takes square roots."""
+    value, lo, hi = (np.asarray(a, dtype=np.float64) for a in (value, lo, hi))
+    if name == "stddev":
+        with np.errstate(invalid="ignore"):
+            value, lo, hi = (np.sqrt(np.maximum(a, 0.0)) for a in (value, lo, hi))
+    fields = [pa.array(a, type=pa.float64(), mask=np.isnan(a)) for a in (value, lo, hi)]
+    return pa.StructArray.from_arrays(fields, names=list(CI_FIELDS), mask=pa.array(np.isnan(value)))
+
+
 def _make_agg(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_agg(agg, lst, p, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
         raw = dict(zip(_PARAM_NAMES, (p, epsilon, rho, delta, lower, upper, method, beta), strict=True))
@@ -136,6 +170,23 @@ def _make_agg(rng_factory):  # noqa: ANN001, ANN202
         return _release(name, m.run(batch, budget_of(m, params), params, rng_factory()))
 
     return _dpsql_agg
+
+
+def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
+    def _dpsql_agg_ci(agg, lst, n, p, epsilon, rho, delta, lower, upper, method, beta, level):  # noqa: ANN001, ANN202
+        """dp_*_ci (sql/macros.sql): ``_dpsql_agg``'s release with its interval.  Counts come as ``n`` (DuckDB's
+        count, noised here as in ``_dpsql_count``), every other aggregate as the list ``lst``."""
+        raw = dict(zip((*_PARAM_NAMES, "level"), (p, epsilon, rho, delta, lower, upper, method, beta, level),
+                       strict=True))
+        name, fn, _, m, params = _checked_call(agg, raw, interval=True)
+        if name == "count":
+            value = _noisy_count(fn, m, n, params.epsilon, rng_factory())
+            lo, hi = count_interval(value, params.epsilon, params.level)
+        else:
+            value, lo, hi = m.interval(_batch_from_lists(lst), budget_of(m, params), params, rng_factory())
+        return _release_ci(name, value, lo, hi)
+
+    return _dpsql_agg_ci
 
 
 def _make_fin(rng_factory):  # noqa: ANN001, ANN202
@@ -164,6 +215,15 @@ def _fixed_point_step(s: pa.Array) -> pa.Array:
     return pa.array(out, type=pa.float64(), mask=pc.is_null(s).to_numpy(zero_copy_only=False))
 
 
+def _noisy_count(fn: str, m, n, epsilon: float, rng: Rng) -> np.ndarray:  # noqa: ANN001
+    """dp_count's release from DuckDB's per-group counts ``n``: ``max(0, n + DLap(1/eps))`` as float64."""
+    if m.name != "laplace":  # other count methods take a batch of group sizes
+        raise ParameterError(f"{fn}: method {m.name!r} is not available for dp_count")
+    counts = pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    noisy = counts + discrete_laplace(1.0 / epsilon, rng, counts.size)
+    return np.maximum(noisy, 0).astype(np.float64)
+
+
 def _make_count(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_count(n, epsilon, method):  # noqa: ANN001, ANN202
         fn = "dp_count"
@@ -172,13 +232,7 @@ def _make_count(rng_factory):  # noqa: ANN001, ANN202
         m = get_method("count", mname)
         params = Params(epsilon=eps)
         validate("count", m, params)
-        counts = pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        if m.name == "laplace":
-            noisy = counts + discrete_laplace(1.0 / params.epsilon, rng_factory(), counts.size)
-            out = np.maximum(noisy, 0).astype(np.float64)
-        else:  # other count methods take a batch of group sizes
-            raise ParameterError(f"{fn}: method {m.name!r} is not available for dp_count")
-        return pa.array(out, type=pa.float64())
+        return pa.array(_noisy_count(fn, m, n, params.epsilon, rng_factory()), type=pa.float64())
 
     return _dpsql_count
 
@@ -192,7 +246,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     factory = (lambda: rng) if rng is not None else system_rng
     D = duckdb.sqltype("DOUBLE")
     V = duckdb.sqltype("VARCHAR")
-    for fname in ("_dpsql_agg", "_dpsql_count", "_dpsql_fin", "_dpsql_fg"):
+    for fname in ("_dpsql_agg", "_dpsql_agg_ci", "_dpsql_count", "_dpsql_fin", "_dpsql_fg"):
         try:
             con.remove_function(fname)
         except Exception:  # noqa: BLE001 - not registered yet
@@ -207,6 +261,15 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
         side_effects=False,  # see module docstring: HAVING on aliases needs it; args are never constant
     )
     I = duckdb.sqltype("BIGINT")
+    con.create_function(
+        "_dpsql_agg_ci",
+        _make_agg_ci(factory),
+        [V, duckdb.list_type(D), I, D, D, D, D, D, D, V, D, D],
+        duckdb.struct_type({f: D for f in CI_FIELDS}),
+        type="arrow",
+        null_handling="special",
+        side_effects=False,  # as _dpsql_agg
+    )
     con.create_function(
         "_dpsql_fin",
         _make_fin(factory),

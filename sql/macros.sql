@@ -100,3 +100,45 @@ CREATE OR REPLACE TEMP MACRO dp_median(x, epsilon := NULL, lower := NULL, upper 
 CREATE OR REPLACE TEMP MACRO dp_iqr(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
                                     rho := NULL, delta := NULL, beta := NULL) AS
     _dpsql_agg('iqr', list(x), NULL, epsilon, rho, delta, lower, upper, method, beta);
+
+-- Error bars (issue 14): dp_f_ci takes dp_f's arguments plus level := 0.95 and returns
+-- STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE) from one release (value has dp_f's law, same cost): the list
+-- route only (no native clipped route); counts pass DuckDB's count as n, the rest pass list(x).
+-- _dpsql_agg_ci(agg, list, n, p, epsilon, rho, delta, lower, upper, method, beta, level)
+CREATE OR REPLACE TEMP MACRO dp_count_ci(x, epsilon := NULL, method := NULL, level := 0.95) AS
+    _dpsql_agg_ci('count', NULL, count(x), NULL, epsilon, NULL, NULL, NULL, NULL, method, NULL, level);
+
+CREATE OR REPLACE TEMP MACRO dp_count_star_ci(epsilon := NULL, method := NULL, level := 0.95) AS
+    _dpsql_agg_ci('count', NULL, count(*), NULL, epsilon, NULL, NULL, NULL, NULL, method, NULL, level);
+
+CREATE OR REPLACE TEMP MACRO dp_sum_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                       rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('sum', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_mean_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                        rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('mean', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_avg_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                       rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('mean', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_var_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                       rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('var', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_stddev_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                          rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('stddev', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_quantile_ci(x, p, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                            rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('quantile', list(x), NULL, p, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_median_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                          rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('quantile', list(x), NULL, 0.5, epsilon, rho, delta, lower, upper, method, beta, level);
+
+CREATE OR REPLACE TEMP MACRO dp_iqr_ci(x, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
+                                       rho := NULL, delta := NULL, beta := NULL, level := 0.95) AS
+    _dpsql_agg_ci('iqr', list(x), NULL, NULL, epsilon, rho, delta, lower, upper, method, beta, level);
