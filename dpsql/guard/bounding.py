@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from ..duck import CI_SUFFIX, plain_function
 from .context import PREFIX, Aggregation, Context, dp_name
 from .groups import _same
 from .totality import total_expression
@@ -70,10 +71,12 @@ def _value(call: exp.Anonymous) -> exp.Expression | None:
 
 
 def count_star(call: exp.Anonymous) -> None:
-    """``dp_count(*, ...)`` -> ``dp_count_star(...)`` (DuckDB macros take no ``*``)."""
-    if dp_name(call) == "dp_count" and call.expressions and isinstance(call.expressions[0], exp.Star):
+    """``dp_count(*, ...)`` -> ``dp_count_star(...)``, and ``dp_count_ci(*, ...)`` -> ``dp_count_star_ci(...)``
+    (DuckDB macros take no ``*``)."""
+    fn = dp_name(call)
+    if fn in ("dp_count", "dp_count" + CI_SUFFIX) and call.expressions and isinstance(call.expressions[0], exp.Star):
         named = [a.copy() for a in call.expressions[1:]]
-        call.replace(exp.Anonymous(this="dp_count_star", expressions=named))
+        call.replace(exp.Anonymous(this=fn.replace("dp_count", "dp_count_star", 1), expressions=named))
 
 
 def output_name(item: exp.Expression) -> str:
@@ -126,7 +129,9 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     for call, col in zip(calls, arg_cols, strict=True):
         named = [a.copy() for a in call.node.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
         rest = [a.copy() for a in call.node.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)][1:]
-        name = "dp_count" if call.function == "dp_count_star" else str(call.node.name)
+        name = str(call.node.name)
+        if plain_function(call.function) == "dp_count_star":  # bounded rows are counted through the ones column
+            name = call.function.replace("dp_count_star", "dp_count", 1)
         new = exp.Anonymous(this=name, expressions=[exp.column(col, table=B, quoted=True), *rest, *named])
         call.node.replace(new)
         call.node = new

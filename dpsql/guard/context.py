@@ -18,6 +18,7 @@ from .catalog import Catalog, TableInfo
 PREFIX = "_dpsql"  # reserved prefix of every identifier the guard generates
 
 #: the SQL aggregates of dpsql.install (sql/macros.sql) -> the core aggregate whose cost they declare
+#: (with the error-bar twins dp_*_ci, which cost what the plain call costs)
 DP_FUNCTIONS = AGGREGATE_FUNCTIONS
 
 

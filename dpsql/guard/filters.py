@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ..duck import CI_SUFFIX, plain_function
 from .context import Context, dp_name, refuse
 
 
@@ -28,14 +29,16 @@ def rewrite_filters(ctx: Context) -> None:
         named = [a.copy() for a in args if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
         positional = [a for a in args if not isinstance(a, exp.PropertyEQ | exp.Kwarg)]
         cond = node.expression.this.copy()
-        if dp_name(call) == "dp_count_star" or (positional and isinstance(positional[0], exp.Star)):
-            if dp_name(call) == "dp_count_star" and positional:
-                raise refuse("060", "dp_count_star: takes no value argument")
+        fn = dp_name(call)
+        if plain_function(fn) == "dp_count_star" or (positional and isinstance(positional[0], exp.Star)):
+            if plain_function(fn) == "dp_count_star" and positional:
+                raise refuse("060", f"{fn}: takes no value argument")
             case = exp.Case(ifs=[exp.If(this=cond, true=exp.Literal.number(1))])
-            new_call = exp.Anonymous(this="dp_count", expressions=[case, *named])
+            count = "dp_count" + (CI_SUFFIX if fn.endswith(CI_SUFFIX) else "")
+            new_call = exp.Anonymous(this=count, expressions=[case, *named])
         else:
             if not positional:
-                raise refuse("060", f"{dp_name(call)}: missing the value argument")
+                raise refuse("060", f"{fn}: missing the value argument")
             case = exp.Case(ifs=[exp.If(this=cond, true=positional[0].copy())])
             new_call = call.copy()
             new_call.expressions[0].replace(case)

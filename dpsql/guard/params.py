@@ -14,13 +14,15 @@ import math
 
 from sqlglot import exp
 
+from ..duck import CI_SUFFIX, DEFAULT_LEVEL, plain_function
 from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
 from .lineage import column_type, is_numeric_type
 
-NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p")
+NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p", "level")
 NAMED = ("epsilon", "rho", "delta", "lower", "upper", "beta", "method")
 POSITIONAL = {"dp_count_star": 0, "dp_quantile": 2}  # others take exactly one value argument
 COUNT_NAMED = ("epsilon", "method")  # dp_count and dp_count_star accept only these (sql/macros.sql)
+CI_NAMED = ("level",)  # and the dp_*_ci twins also this one (it never changes the cost)
 EXACT = decimal.Context(prec=120)
 
 
@@ -45,27 +47,30 @@ def _number(name: str, node: exp.Expression, fn: str) -> tuple[float, str]:
 def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, str]]:
     """(function, parameter values, literal texts) of one dp_* call; refuses non-literal parameters."""
     fn = dp_name(call)
+    plain = plain_function(fn)  # the rules of dp_f_ci are dp_f's, plus level
+    ci = fn.endswith(CI_SUFFIX)
     params: dict[str, object] = {}
     texts: dict[str, str] = {}
     positional = [a for a in call.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)]
     named = [a for a in call.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
     if call.expressions[: len(positional)] != positional:
         raise refuse("060", f"{fn}: positional arguments must come before named ones")
-    if len(positional) != POSITIONAL.get(fn, 1):
+    if len(positional) != POSITIONAL.get(plain, 1):
         raise refuse("060", f"{fn}: wrong number of positional arguments")
-    if positional and isinstance(positional[0], exp.Star) and fn != "dp_count":
+    if positional and isinstance(positional[0], exp.Star) and plain != "dp_count":
         raise refuse("060", f"{fn}: * is only allowed in dp_count")
     if positional and not isinstance(positional[0], exp.Star) and positional[0].find(exp.Star):
         raise refuse("012", f"{fn}: stars are not allowed inside the value argument")
     if positional and isinstance(positional[0], exp.Distinct):
         raise refuse("050", f"{fn}: DISTINCT is not allowed in dp_* aggregates")
-    if fn == "dp_quantile":
+    if plain == "dp_quantile":
         params["p"], texts["p"] = _number("p", positional[1], fn)
-    if fn == "dp_median":
+    if plain == "dp_median":
         params["p"], texts["p"] = 0.5, "0.5"
+    allowed = (COUNT_NAMED if plain in ("dp_count", "dp_count_star") else NAMED) + (CI_NAMED if ci else ())
     for arg in named:
         name = str(arg.this.name if isinstance(arg.this, exp.Expression) else arg.this).lower()
-        if name not in (COUNT_NAMED if fn in ("dp_count", "dp_count_star") else NAMED):
+        if name not in allowed:
             raise refuse("060", f"{fn}: unknown parameter {name!r}")
         if name in params:
             raise refuse("060", f"{fn}: parameter {name!r} given twice")
@@ -76,6 +81,8 @@ def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, s
             params[name] = texts[name] = str(value.this)
         else:
             params[name], texts[name] = _number(name, value, fn)
+    if ci and "level" not in params:
+        params["level"] = DEFAULT_LEVEL
     return fn, params, texts
 
 
@@ -97,9 +104,12 @@ def cost_call(call: DpCall, accounting: str) -> None:
     """Fill method, notion, value and cost of ``call`` from the registry's declaration."""
     from ..core.registry import ParameterError, get_method, privacy_cost
 
-    kw = {k: v for k, v in call.params.items() if k != "method"}
+    kw = {k: v for k, v in call.params.items() if k not in ("method", "level")}
     try:
+        # the cost never depends on level: it is computed without it (dp_f_ci costs what dp_f costs) ...
         priv = privacy_cost(call.aggregate, call.params.get("method"), **kw)
+        if "level" in call.params:  # ... and level is checked on its own (range; the method has an interval)
+            privacy_cost(call.aggregate, call.params.get("method"), level=call.params["level"], **kw)
         call.method = get_method(call.aggregate, call.params.get("method")).name
     except (ParameterError, ValueError, TypeError) as e:
         raise refuse("060", str(e) or f"{call.function}: invalid parameters") from None
@@ -125,7 +135,7 @@ def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: s
     """A dp_* value argument that is a table column of a non-numeric type is refused here with a message
     that says why (issue 14: it used to fail as "the checked query could not be bound by DuckDB").  The
     type comes from the catalog (metadata), so the refusal depends on the text and the schema only."""
-    if fn in ("dp_count", "dp_count_star") or not node.expressions:
+    if plain_function(fn) in ("dp_count", "dp_count_star") or not node.expressions:
         return
     col = node.expressions[0]
     if not isinstance(col, exp.Column):

@@ -111,3 +111,29 @@ def test_dpsql_serve_command(real_db, tls_files) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_server_sends_a_ci_struct_as_json_text(real_server, real_db, binary: bool) -> None:
+    """Issue 14: a dp_*_ci column arrives as one text column holding {"value": v, "lo": l, "hi": h} (JSON; an
+    end without a finite bound is Infinity / -Infinity, as PostgreSQL writes floats; a NULL release is NULL),
+    which psql prints as is and json.loads reads; charged what the plain call costs."""
+    import json
+
+    import dpsql
+
+    psycopg = pytest.importorskip("psycopg")
+
+    with psycopg.connect(dsn(real_server), autocommit=True) as c:
+        cur = c.cursor(binary=binary)
+        cur.execute("SELECT carrier, dp_count_ci(dep_delay, epsilon := %s, level := 0.9) AS n FROM flights "
+                    "GROUP BY carrier ORDER BY carrier", (0.5,))
+        assert [d.name for d in cur.description] == ["carrier", "n"]
+        assert cur.description[1].type_code == 25  # text
+        rows = cur.fetchall()
+    assert [r[0] for r in rows] == ["AA", "DL", "UA"]
+    for _, text in rows:
+        assert text.startswith('{"value": ') and text.endswith("}")
+        r = json.loads(text)
+        assert list(r) == ["value", "lo", "hi"] and r["lo"] <= r["value"] <= r["hi"] and abs(r["value"] - 1000) < 50
+    assert [e.amount for e in dpsql.admin(real_db).charges("alice")] == [Decimal("0.5")]

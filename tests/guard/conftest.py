@@ -27,13 +27,26 @@ EXACT_MACROS = {
 PARAMS = "epsilon := NULL, rho := NULL, delta := NULL, lower := NULL, upper := NULL, method := NULL, beta := NULL"
 
 
+def _ci(body: str) -> str:
+    """The exact stand-in of a dp_*_ci result: the statistic with a point interval."""
+    return f"{{'value': ({body})::DOUBLE, 'lo': ({body})::DOUBLE, 'hi': ({body})::DOUBLE}}"
+
+
 def exact_binding(con: duckdb.DuckDBPyConnection) -> None:
-    """Noise-free dp_* macros with the signatures of sql/macros.sql, and a stand-in ``_dpsql_rand()``."""
+    """Noise-free dp_* macros (and their dp_*_ci twins) with the signatures of sql/macros.sql, and a stand-in
+    ``_dpsql_rand()``."""
     for name, body in EXACT_MACROS.items():
         con.execute(f"CREATE OR REPLACE MACRO {name}(x, {PARAMS}) AS {body}")
+        con.execute(f"CREATE OR REPLACE MACRO {name}_ci(x, {PARAMS}, level := 0.95) AS {_ci(body)}")
     con.execute(f"CREATE OR REPLACE MACRO dp_quantile(x, p, {PARAMS}) AS quantile_cont(x, p)")
+    con.execute(f"CREATE OR REPLACE MACRO dp_quantile_ci(x, p, {PARAMS}, level := 0.95) AS "
+                f"{_ci('quantile_cont(x, p)')}")
     con.execute("CREATE OR REPLACE MACRO dp_count(x, epsilon := NULL, method := NULL) AS count(x)")
     con.execute("CREATE OR REPLACE MACRO dp_count_star(epsilon := NULL, method := NULL) AS count(*)")
+    con.execute(f"CREATE OR REPLACE MACRO dp_count_ci(x, epsilon := NULL, method := NULL, level := 0.95) AS "
+                f"{_ci('count(x)')}")
+    con.execute(f"CREATE OR REPLACE MACRO dp_count_star_ci(epsilon := NULL, method := NULL, level := 0.95) AS "
+                f"{_ci('count(*)')}")
     con.execute("CREATE OR REPLACE MACRO _dpsql_rand() AS (random() * 9e18)::BIGINT")
 
 

@@ -267,6 +267,17 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT dp_count(cost, epsilon := 1, lower := 0) FROM visits", "DPSQL-E060"),
     ("SELECT dp_count_star(cost, epsilon := 1) FROM visits", "DPSQL-E060"),
     ("SELECT dp_count(epsilon := 1) FROM visits", "DPSQL-E060"),
+    # the error-bar twins (issue 14): level is a numeric literal in [0.5, 0.999], only on dp_*_ci
+    ("SELECT dp_mean_ci(cost, epsilon := 1, level := cost) FROM visits", "DPSQL-E060"),
+    ("SELECT clinic, dp_count_ci(*, epsilon := 1, level := (SELECT max(cost) / 100 FROM visits)) FROM visits "
+     "GROUP BY clinic", "DPSQL-E060"),
+    ("SELECT dp_median_ci(cost, epsilon := 1, level := 'high') FROM visits", "DPSQL-E060"),
+    ("SELECT dp_count_star_ci(epsilon := 1, level := 1.5) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_sum_ci(cost, epsilon := 1, level := 0.4) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_quantile_ci(cost, 0.5, epsilon := 1, level := NULL) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_mean(cost, epsilon := 1, level := 0.9) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_iqr_ci(cost, level := 0.9) FROM visits", "DPSQL-E060"),
+    ("SELECT dp_count_star_ci(cost, epsilon := 1) FROM visits", "DPSQL-E060"),
 ]
 
 EXTENDED: list[tuple[str, str]] = [
@@ -332,4 +343,15 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT clinic, dp_count(*, epsilon := 0.2) AS n, dp_mean(cost, epsilon := 0.3) AS avg_cost "
      "FROM visits v JOIN clinics c USING (clinic) WHERE cost > 0 GROUP BY clinic "
      "HAVING n > 10 ORDER BY avg_cost DESC LIMIT 5", "1.5"),  # the README example
+    # the error-bar twins cost exactly what the plain calls cost, whatever the level
+    ("SELECT clinic, dp_mean_ci(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic", "1.5"),
+    ("SELECT dp_count_ci(*, epsilon := 0.1, level := 0.9) AS n, dp_count_ci(note, epsilon := 0.1, level := 0.999) "
+     "FROM visits", "0.6"),
+    ("SELECT clinic, dp_count_star_ci(epsilon := 0.1) FILTER (WHERE cost > 5) AS n, "
+     "dp_sum_ci(cost, epsilon := 0.1, level := 0.5) FILTER (WHERE cost < 90) FROM visits GROUP BY clinic", "0.6"),
+    ("SELECT dp_median_ci(cost, epsilon := 0.1, level := 0.99), dp_quantile_ci(cost, 0.9, epsilon := 0.1), "
+     "dp_iqr_ci(cost, epsilon := 0.1), dp_avg_ci(cost, epsilon := 0.1) FROM visits", "1.2"),
+    ("SELECT * FROM (SELECT clinic, dp_count_ci(*, epsilon := 0.1) AS r FROM visits GROUP BY ALL) ORDER BY clinic",
+     "0.3"),
+    ("SELECT r.value, r.hi - r.lo AS width FROM (SELECT dp_count_ci(*, epsilon := 0.1) AS r FROM visits)", "0.3"),
 ]

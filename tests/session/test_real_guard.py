@@ -220,3 +220,37 @@ def test_a_join_that_fans_out_on_one_persons_data_is_refused_before_the_charge(t
         assert s.budget().spent == 0
         r = s.sql("SELECT dp_count(*, epsilon := 0.1) FROM visits v JOIN big b ON b.k = v.cost")
         assert r.charged == Decimal("0.3")  # 0.1 x max_rows_per_unit 3
+
+
+# issue 14: the error-bar twins dp_*_ci are charged what the plain call is charged, and their parameters
+# (level among them) are checked before any data is read
+def test_a_ci_query_is_charged_what_the_plain_query_is(tmp_path: Path) -> None:
+    charged = {}
+    for name, fn, extra in (("plain", "dp_mean", ""), ("ci", "dp_mean_ci", ", level := 0.9"),
+                            ("ci999", "dp_mean_ci", ", level := 0.999")):
+        db = make_db(tmp_path / f"{name}.duckdb")
+        with dpsql.connect(db, analyst="alice") as s:
+            r = s.sql(f"SELECT clinic, {fn}(cost, epsilon := 0.5{extra}) AS m FROM visits GROUP BY clinic "
+                      "ORDER BY clinic")
+            assert r.columns == ["clinic", "m"] and [x[0] for x in r.rows] == ["A", "B", "C"]
+            if fn.endswith("_ci"):
+                # a small group's mean may be NULL (its noisy count is small): then the whole struct is
+                assert all(m is None or (list(m) == ["value", "lo", "hi"] and m["lo"] <= m["hi"]) for _, m in r.rows)
+            charged[name] = (r.charged, s.budget().spent)
+        [c] = dpsql.admin(db).charges()
+        assert c.amount == r.charged
+    assert charged["plain"] == charged["ci"] == charged["ci999"] == (Decimal("1.5"), Decimal("1.5"))
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT dp_mean_ci(cost, epsilon := 0.5, level := 1.5) FROM visits",
+    "SELECT dp_count_ci(*, epsilon := 0.5, level := cost) FROM visits",
+    "SELECT clinic, dp_median_ci(cost, epsilon := 0.5, level := 0.01) FROM visits GROUP BY clinic",
+    "SELECT dp_sum(cost, epsilon := 0.5, level := 0.9) FROM visits",
+])
+def test_ci_parameters_are_checked_before_the_data_is_read(real, db: Path, tripwire, sql: str) -> None:
+    tripwire.armed = True
+    with pytest.raises(PrivacyError) as err:
+        real.sql(sql)
+    assert err.value.code == "DPSQL-E060" and "level" in err.value.message
+    assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
