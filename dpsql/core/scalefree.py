@@ -71,47 +71,64 @@ SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 ROUTE = 100.0
 
 
-def _octave_table(flat: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bits and first code of octave k = 1 .. E_TOP - E_MIN (index k; the linear octave 0 is ``[0, 2**M)``).
+def _octave_table(flat: int, m: int = M_BITS) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bits and first code of octave k = 1 .. E_TOP - E_MIN (index k; the linear octave 0 is ``[0, 2**m)``),
+    and ``m``, the bits per octave.
 
-    ``flat = 0`` (no decay): every octave holds ``2**M_BITS`` codes (log-uniform measure).  ``flat >= 1``:
-    octave k holds ``2**max(M_BITS - max(k - flat, 0), 0)``: log-uniform up to octave ``flat``, then the
+    ``flat = 0`` (no decay): every octave holds ``2**m`` codes (log-uniform measure).  ``flat >= 1``:
+    octave k holds ``2**max(m - max(k - flat, 0), 0)``: log-uniform up to octave ``flat``, then the
     density falls like ``|y - c|**-2``, so the whole float line beyond weighs about as much as one octave
     (``flat = 1``, the near route: the float line above the data weighs about as much as the octaves the
     data fill; ``flat = ENDPOINT_FLAT`` for the interval endpoints: no pull towards the centre within
     ``2**ENDPOINT_FLAT`` floors)."""
     k = np.arange(E_TOP - E_MIN + 2, dtype=np.int64)
-    bits = np.maximum(M_BITS - np.maximum(k - flat, 0), 0) if flat else np.full(k.size, M_BITS, dtype=np.int64)
+    bits = np.maximum(m - np.maximum(k - flat, 0), 0) if flat else np.full(k.size, m, dtype=np.int64)
+    if m < M_BITS:  # the endpoints' table: everything beyond octave ``flat`` is one last code ("beyond")
+        bits = np.where(k > flat, 0, bits)
     size = np.where(k >= 1, np.left_shift(1, bits), 0)
-    base = (1 << M_BITS) + np.concatenate([[0], np.cumsum(size)[:-1]])
-    return bits, base
+    base = (1 << m) + np.concatenate([[0], np.cumsum(size)[:-1]])
+    return bits, base, m
 
 
 #: log-uniform octaves above the floor before the endpoints' measure decays (the floor, seed 003's IQR lower
 #: bound, sits up to ~20 octaves below the data's spread at small n eps)
 ENDPOINT_FLAT = 32
-#: measure -> octave table: 0 log-uniform (``decay=False``), 1 the near route's (``decay=True``), endpoints'
-_TABLE = {f: _octave_table(f) for f in (0, 1, ENDPOINT_FLAT)}
+#: bits per octave of the endpoints' codes: coarse cells (6 % of the distance to the point) so that a value
+#: tied by many rows has a cell as heavy as the gap next to it (with 36 bits the gap outweighs the tie by
+#: 2**34 and an endpoint lands beside it); the end is decoded at its cell's outer edge, so coverage keeps
+ENDPOINT_BITS = 4
+#: the measures (``decay`` arguments): log-uniform, the near route's, the interval endpoints'
+LOGUNIFORM, NEAR, ENDPOINT = 0, 1, 2
+_TABLE = {LOGUNIFORM: _octave_table(0), NEAR: _octave_table(1), ENDPOINT: _octave_table(ENDPOINT_FLAT, ENDPOINT_BITS)}
+#: the last octave with codes of its own: the endpoints' codes saturate in octave ENDPOINT_FLAT + 1 (one code
+#: for every |y - c| beyond ``2**(e + ENDPOINT_FLAT)``, decoded outward as +-inf: no finite bound)
+_TOP = {LOGUNIFORM: None, NEAR: None, ENDPOINT: ENDPOINT_FLAT + 1}
+
+
+def _top_octave(e: np.ndarray, decay: int) -> np.ndarray:
+    k = E_TOP - np.asarray(e, dtype=np.int64)
+    return k if _TOP[decay] is None else np.minimum(k, _TOP[decay])
 
 
 def _mag_max(e: np.ndarray, decay: int = 0) -> np.ndarray:
-    """The largest magnitude code given the floor exponent (the top of octave ``E_TOP - e``)."""
-    bits, base = _TABLE[decay]
-    k = E_TOP - np.asarray(e, dtype=np.int64)
+    """The largest magnitude code given the floor exponent (the top of octave ``E_TOP - e``, or of the
+    measure's last octave)."""
+    bits, base, _ = _TABLE[decay]
+    k = _top_octave(e, decay)
     return base[k] + np.left_shift(1, bits[k]) - 1
 
 
 def _magnitude(ay: np.ndarray, e: np.ndarray, decay: int = 0) -> np.ndarray:
     """Code magnitude of ``|y - c|`` (>= 0) given the floor exponent ``e`` (int64): monotone."""
-    bits, base = _TABLE[decay]
+    bits, base, mb = _TABLE[decay]
     big = ay >= np.ldexp(1.0, e)
     m, ex = np.frexp(ay)
-    k = np.clip(ex.astype(np.int64) - e, 1, E_TOP - e)  # |y| in [2**(ex - 1), 2**ex): octave k on the big side
+    k = np.clip(ex.astype(np.int64) - e, 1, _top_octave(e, decay))  # |y| in [2**(ex - 1), 2**ex): octave k
     b = bits[k]
     frac = np.floor(np.ldexp(2.0 * m - 1.0, b)).astype(np.int64)
-    lin = np.floor(np.ldexp(np.where(big, 0.0, ay), M_BITS - e)).astype(np.int64)  # |y| / 2**e * 2**M
+    lin = np.floor(np.ldexp(np.where(big, 0.0, ay), mb - e)).astype(np.int64)  # |y| / 2**e * 2**mb
     top = np.left_shift(1, b) - 1
-    return np.where(big, base[k] + np.clip(frac, 0, top), np.minimum(lin, (1 << M_BITS) - 1))
+    return np.where(big, base[k] + np.clip(frac, 0, top), np.minimum(lin, (1 << mb) - 1))
 
 
 class FloatCodes(GridCodes):
@@ -142,7 +159,7 @@ def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: 
     """The value released for a code: the centre plus the midpoint of its cell (the centre for cell 0);
     ``edge = -1`` / ``+1``: the cell's lower / upper end instead, two units of rounding further out (an interval's end
     that must not cut into its cell)."""
-    bits, base = _TABLE[decay]
+    bits, base, mb = _TABLE[decay]
     e = np.asarray(e, dtype=np.int64)
     rel = np.asarray(code, dtype=np.int64) - _mag_max(e, decay)
     mag = np.abs(rel)
@@ -152,10 +169,12 @@ def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: 
     # where in the magnitude's cell: the middle, or the end that lies outward in value for this sign
     at = 0.5 if edge == 0 else np.where((rel < 0) == (edge < 0), 1.0, 0.0)
     with np.errstate(over="ignore"):
-        lin = np.ldexp((mag + at) * 2.0**-M_BITS, e)
+        lin = np.ldexp((mag + at) * 2.0**-mb, e)
         up = np.ldexp(1.0 + np.ldexp(frac + at, -b), e + k - 1)
-        zero = 0.0 if edge == 0 else edge * np.ldexp(1.0, e - M_BITS)
-    val = np.where(mag >= 1 << M_BITS, up, np.where(mag == 0, zero, lin))
+        zero = 0.0 if edge == 0 else edge * np.ldexp(1.0, e - mb)
+    val = np.where(mag >= 1 << mb, up, np.where(mag == 0, zero, lin))
+    if _TOP[decay] is not None and edge != 0:  # the saturated "beyond" code: its outer end is infinite
+        val = np.where((mag == _mag_max(e, decay)) & ((rel < 0) == (edge < 0)) & (rel != 0), np.inf, val)
     val = np.where(rel < 0, -val, val)
     if edge == 0:
         return val if c is None else np.asarray(c, dtype=np.float64) + val
@@ -219,8 +238,8 @@ def _quantile_ci(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c:
     # floor and decaying beyond: the far float line cannot outweigh the ranks near the target, whatever
     # n eps, and there is no pull towards y within the data's spread
     yc = np.clip(y, -DOMAIN, DOMAIN)
-    lo = np.minimum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT_FLAT, -d, -1), y)
-    hi = np.maximum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT_FLAT, d, 1), y)
+    lo = np.minimum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT, -d, -1), y)
+    hi = np.maximum(_quantile(s, e, p, eps_end, rng, yc, ENDPOINT, d, 1), y)
     if n_hat is not None:
         n_lo = n_hat - dlap_quantile(1.0 / eps_count, 1.0 - level)
         lo = np.where(p * n_lo < d, -np.inf, lo)

@@ -40,7 +40,7 @@ def test_count_interval_covers_at_its_level():
         assert np.mean((lo <= n) & (n <= hi)) >= 0.94
 
 
-@pytest.mark.parametrize("decay", [0, 1, S.ENDPOINT_FLAT])
+@pytest.mark.parametrize("decay", [S.LOGUNIFORM, S.NEAR, S.ENDPOINT])
 def test_interval_ends_do_not_cut_into_their_cell(decay):
     """A code decoded at its lower (upper) edge lies at or below (above) every value coded to it."""
     rng = np.random.default_rng(3)

@@ -50,7 +50,7 @@ def test_centred_decaying_codes_are_monotone_and_decode_into_their_cell(e, c):
 
 def test_decaying_measure_is_normalisable():
     """Octave k holds 2**(M - k + 1) codes, then one: the far line weighs about the first octaves."""
-    bits, base = S._TABLE[True]
+    bits, base, _ = S._TABLE[S.NEAR]
     assert bits[1] == S.M_BITS and bits[S.M_BITS + 1] == 0 and bits[-1] == 0
     assert base[-1] < 2 ** (S.M_BITS + 2)
 
