@@ -16,6 +16,12 @@ Design (``threat-classes.md`` section 5):
   the dataset id.  After each commit ``(seq, row_hash)`` is appended to ``<ledger>.anchor``.  Opening
   the ledger recomputes the chain, checks it against the anchor (catching truncation or a restored
   old copy) and checks that the budget rows equal what the log implies; any mismatch is DPSQL-E090.
+* Replays (issue 19): the ``releases`` table keeps released results, and a charge given a
+  ``release_key`` that matches a stored release of the same principal and data version appends a
+  zero-cost ``replay`` entry naming the original charge (``ref_seq``) instead of charging.  The data
+  version is declared by the data owner (:meth:`Ledger.bump_data_version`, a ``data_version`` entry).
+  Opening checks that every replay refers to an earlier charge of its principal at the same version.
+* Schema version 2 (replays, data versions, releases); a version-1 file is migrated when opened.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ import duckdb
 from .errors import PrivacyError
 from .policy import read_sql, statements
 
-__all__ = ["Ledger", "Budget", "Entry", "Charge", "ledger_path", "round_up", "to_decimal", "entry_hash", "clean"]
+__all__ = ["Ledger", "Budget", "Entry", "Charge", "StoredRelease", "ledger_path", "round_up", "to_decimal",
+           "entry_hash", "clean", "RELEASE_CAP", "RELEASE_BYTES"]
 
 Accounting = Literal["pure", "zcdp"]
 AMOUNT_PLACES = 18
@@ -55,6 +62,12 @@ _CTX = decimal.Context(prec=100, traps=[decimal.InvalidOperation, decimal.Inexac
 _EPOCH = datetime(1970, 1, 1)  # timestamps are naive UTC (no pytz needed to read them)
 _RETRIES = 3
 _CONFLICT_TEXT = ("conflict", "write-write", "Could not set lock", "Conflicting lock")
+SCHEMA_VERSION = 2
+#: the store of releases kept for replay, per principal: at most this many releases and this many bytes
+#: (Arrow IPC) together; the least recently used are evicted first, and a release larger than
+#: RELEASE_BYTES is not stored at all.  An evicted release is simply charged again when asked again.
+RELEASE_CAP = 500
+RELEASE_BYTES = 16 * 2**20
 
 _PROCESS_LOCKS: dict[str, _PriorityLock] = {}
 _PROCESS_LOCKS_GUARD = threading.Lock()
@@ -120,6 +133,8 @@ def entry_hash(prev_hash: str, e: Entry) -> str:
     fields = [str(e.seq), e.entry_id, e.kind, str(_micros(e.ts)), e.principal, e.session_id or "", e.accounting,
               _fmt(e.amount, AMOUNT_PLACES), _fmt(e.delta, DELTA_PLACES), _fmt(e.cap, AMOUNT_PLACES),
               _fmt(e.delta_cap, DELTA_PLACES), e.query_sha256 or "", e.mechanisms or ""]
+    if e.ref_seq is not None:  # replays only: entries of schema version 1 hash exactly as before
+        fields.append(str(e.ref_seq))
     payload = prev_hash + "\x1e" + "\x1f".join(fields)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -146,7 +161,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class Entry:
-    """One row of the hash-chained log (a grant, a global limit or a charge)."""
+    """One row of the hash-chained log (a grant, a global limit, a charge, a replay or a data version)."""
 
     seq: int
     entry_id: str
@@ -164,21 +179,41 @@ class Entry:
     status: str
     prev_hash: str = ""
     row_hash: str = ""
+    ref_seq: int | None = None
 
 
 @dataclass(frozen=True)
 class Charge:
-    """A committed charge: the log entry's ``seq`` and the principal's budget right after it."""
+    """A committed charge: the log entry's ``seq`` and the principal's budget right after it.
+
+    For a replay (see :meth:`Ledger.charge`'s ``release_key``) ``seq`` is the replay entry, ``cost``
+    and ``delta`` are 0, ``replayed_from`` is the original charge and ``stored`` its released rows."""
 
     seq: int
     cost: Decimal
     delta: Decimal
     budget: Budget
+    data_version: int = 1
+    replayed_from: int | None = None
+    stored: bytes | None = None
+
+
+@dataclass(frozen=True)
+class StoredRelease:
+    """A release kept for replay (its rows stay in the ledger file)."""
+
+    seq: int
+    principal: str
+    data_version: int
+    query_key: str
+    stored_at: datetime
+    used_at: datetime
+    nbytes: int
 
 
 _BUDGET_COLS = "principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap, delta_per_query"
 _ENTRY_COLS = ("seq, entry_id, kind, ts, principal, session_id, accounting, amount, delta, cap, delta_cap, "
-               "query_sha256, mechanisms, status, prev_hash, row_hash")
+               "query_sha256, mechanisms, status, prev_hash, row_hash, ref_seq")
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
@@ -246,7 +281,8 @@ def _contention() -> PrivacyError:
 
 
 class _Replay:
-    """What the log implies so far: budgets per principal and dataset-wide limits, up to entry ``seq``."""
+    """What the log implies so far: budgets per principal, dataset-wide limits and the data version, up to
+    entry ``seq`` (a replay of the log, not to be confused with replayed releases, which it also checks)."""
 
     def __init__(self, dataset_id: str) -> None:
         self.dataset_id = dataset_id
@@ -255,6 +291,8 @@ class _Replay:
         self.expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap, dcap]
         self.gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
         self.spent = {"pure": [Decimal(0), Decimal(0)], "zcdp": [Decimal(0), Decimal(0)]}  # [amount, delta]
+        self.version = 1  # the data version
+        self.charges: dict[int, tuple[str, int]] = {}  # charge seq -> (principal, data version)
 
     def apply(self, e: Entry) -> None:
         """Check ``e`` continues the chain and fold it in (DPSQL-E090 if not)."""
@@ -268,10 +306,21 @@ class _Replay:
         elif e.kind == "global_limit":
             spent, dspent = self.spent[e.accounting]
             self.gexp[e.accounting] = [e.amount, spent, e.delta, dspent]
+        elif e.kind == "data_version":
+            if e.amount != self.version + 1:
+                raise _unavailable(f"data version out of order at entry {e.seq}")
+            self.version += 1
+        elif e.kind == "replay":
+            if e.amount != 0 or e.delta != 0 or self.charges.get(e.ref_seq or 0) != (e.principal, self.version):
+                raise _unavailable(f"replay at entry {e.seq} does not name an earlier charge of the same "
+                                   "principal and data version")
+        elif e.kind != "charge":
+            raise _unavailable(f"unknown entry kind at entry {e.seq}")
         else:
             b = self.expect.get(e.principal)
             if b is None or b[0] != e.accounting:
                 raise _unavailable(f"charge without a matching grant at entry {e.seq}")
+            self.charges[e.seq] = (e.principal, self.version)
             b[2] += e.amount
             b[4] += e.delta
             self.spent[e.accounting][0] += e.amount
@@ -302,8 +351,35 @@ class Ledger:
                 for stmt in statements(read_sql("ledger.sql")):
                     con.execute(stmt)
                 if con.execute("SELECT count(*) FROM meta WHERE key = 'dataset_id'").fetchone()[0] == 0:
-                    con.execute("INSERT INTO meta VALUES ('dataset_id', ?), ('schema_version', '1')", [dataset_id])
+                    con.execute("INSERT INTO meta VALUES ('dataset_id', ?), ('schema_version', ?), "
+                                "('data_version', '1')", [dataset_id, str(SCHEMA_VERSION)])
+            self._migrate(con)
             self._verify(con)
+
+    @staticmethod
+    def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+        """Bring a ledger written by an older dpsql to :data:`SCHEMA_VERSION`, in the caller's transaction.
+
+        1 -> 2: ``entries`` gains the kinds ``replay`` and ``data_version``, the accounting ``none`` and
+        the column ``ref_seq`` (DuckDB cannot alter a CHECK, so the table is copied); ``releases`` is
+        created; the data version starts at 1.  Old entries keep their hashes (``ref_seq`` is NULL)."""
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row is not None else SCHEMA_VERSION
+        except (duckdb.Error, ValueError):
+            raise _unavailable("the ledger's schema version cannot be read") from None
+        if version > SCHEMA_VERSION:
+            raise _unavailable("the ledger was written by a newer dpsql")
+        if version == SCHEMA_VERSION:
+            return
+        cols = _ENTRY_COLS.removesuffix(", ref_seq")
+        con.execute("ALTER TABLE entries RENAME TO entries_v1")
+        for stmt in statements(read_sql("ledger.sql")):
+            con.execute(stmt)
+        con.execute(f"INSERT INTO entries ({cols}) SELECT {cols} FROM entries_v1")
+        con.execute("DROP TABLE entries_v1")
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?), ('data_version', '1')",
+                    [str(SCHEMA_VERSION)])
 
     # ----------------------------------------------------------------- locking and transactions
 
@@ -434,6 +510,7 @@ class Ledger:
                 "SELECT accounting, limit_, spent, delta_limit, delta_spent FROM global_budgets").fetchall()}
             for r in tail:
                 replay.apply(_entry(r))
+            version = self._data_version(con, text=True)
             anchor = self._read_anchor()
             anchored = None
             if anchor is not None:
@@ -446,6 +523,8 @@ class Ledger:
             raise _unavailable("budgets do not match the charge log")
         if glob != replay.gexp:
             raise _unavailable("dataset-wide limits do not match the charge log")
+        if version != str(replay.version):
+            raise _unavailable("the data version does not match the log")
         if anchor is not None and (anchored is None or anchored[0] != anchor[1]):
             raise _unavailable("the charge log does not match its anchor (truncated or restored)")
 
@@ -495,9 +574,9 @@ class Ledger:
         digest = entry_hash(prev, e)
         con.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, CAST(? AS DECIMAL(38, 18)), "
                     "CAST(? AS DECIMAL(38, 30)), CAST(? AS DECIMAL(38, 18)), CAST(? AS DECIMAL(38, 30)), "
-                    "?, ?, ?, ?, ?)",
+                    "?, ?, ?, ?, ?, ?)",
                     [e.seq, e.entry_id, e.kind, e.ts, e.principal, e.session_id, e.accounting, e.amount, e.delta,
-                     e.cap, e.delta_cap, e.query_sha256, e.mechanisms, e.status, prev, digest])
+                     e.cap, e.delta_cap, e.query_sha256, e.mechanisms, e.status, prev, digest, e.ref_seq])
         return Entry(**{**e.__dict__, "row_hash": digest})
 
     def grant(self, principal: str, accounting: Accounting, limit: Decimal | float | str,
@@ -557,12 +636,19 @@ class Ledger:
         self._retrying(run)
 
     def charge(self, principal: str, cost: Decimal, delta: Decimal = Decimal(0), *, accounting: str | None = None,
-               query_sha256: str | None = None, mechanisms: Any = None, session_id: str | None = None) -> Charge:
+               query_sha256: str | None = None, mechanisms: Any = None, session_id: str | None = None,
+               release_key: str | None = None) -> Charge:
         """Reserve ``cost`` (rounded up) and ``delta`` against ``principal``'s budget, durably, before release.
 
         DPSQL-E061 over the per-query cap, DPSQL-E070 if it would exceed the principal's or the dataset's
         limit (nothing is charged), DPSQL-E071 on contention (nothing is charged), DPSQL-E090 if the
-        ledger is broken.  The returned :class:`Charge` must later be marked with :meth:`finish`."""
+        ledger is broken.  The returned :class:`Charge` must later be marked with :meth:`finish`.
+
+        With ``release_key``, a release of ``principal`` stored under that key at the current data version
+        (:meth:`store_release`) is replayed instead, in the same transaction: a zero-cost ``replay`` entry
+        naming the original charge is appended and the stored rows are returned (``Charge.stored``); no
+        limit or cap applies to it and it needs no :meth:`finish`.  Whether a release is replayed depends
+        only on the principal, the key, the data version and the store's contents, never on data values."""
         try:
             c = round_up(to_decimal(cost, "cost"))
             d = round_up(to_decimal(delta, "delta"), DELTA_PLACES)
@@ -581,6 +667,19 @@ class Ledger:
             acc, cap = row
             if accounting is not None and accounting != acc:
                 raise PrivacyError("DPSQL-E060", "the query was costed under another accounting than the budget's")
+            version = self._data_version(con)
+            if release_key is not None:
+                hit = con.execute("SELECT seq, result FROM releases WHERE principal = ? AND data_version = ? "
+                                  "AND query_key = ? ORDER BY seq DESC LIMIT 1",
+                                  [principal, version, release_key]).fetchone()
+                if hit is not None:
+                    e = self._append(con, kind="replay", principal=principal, session_id=session_id,
+                                     accounting=acc, amount=Decimal(0), delta=Decimal(0), cap=None, delta_cap=None,
+                                     query_sha256=query_sha256, mechanisms=mech, status="released",
+                                     ref_seq=int(hit[0]))
+                    con.execute("UPDATE releases SET used_at = ? WHERE seq = ?", [e.ts, hit[0]])
+                    return Charge(e.seq, Decimal(0), Decimal(0), self._read_budget(con, principal), version,
+                                  int(hit[0]), bytes(hit[1])), e
             if cap is not None and c > cap:
                 raise PrivacyError("DPSQL-E061", f"the query costs {clean(c)} {_unit(acc)}, over the "
                                    f"per-query cap of {clean(cap)}; nothing was charged")
@@ -606,9 +705,74 @@ class Ledger:
             e = self._append(con, kind="charge", principal=principal, session_id=session_id, accounting=acc,
                              amount=c, delta=d, cap=None, delta_cap=None, query_sha256=query_sha256, mechanisms=mech,
                              status="reserved")
-            return Charge(e.seq, clean(c), clean(d), self._read_budget(con, principal)), e
+            return Charge(e.seq, clean(c), clean(d), self._read_budget(con, principal), version), e
 
         return self._retrying(run)
+
+    # ----------------------------------------------------------------- data versions and stored releases
+
+    @staticmethod
+    def _data_version(con: duckdb.DuckDBPyConnection, text: bool = False) -> Any:
+        row = con.execute("SELECT value FROM meta WHERE key = 'data_version'").fetchone()
+        value = "1" if row is None else row[0]
+        return value if text else int(value)
+
+    def data_version(self) -> int:
+        """The data version the data owner declared last (1 until the first :meth:`bump_data_version`)."""
+        with self._transaction() as con:
+            return self._data_version(con)
+
+    def bump_data_version(self, note: str | None = None) -> int:
+        """Declare that the data changed (after loading new rows): the version goes up by one, as a log
+        entry (``data_version``, with the optional ``note``), and stored releases of older versions are
+        dropped, so no earlier release is replayed from now on.  Returns the new version."""
+        mech = None if note is None else json.dumps({"note": str(note)}, separators=(",", ":"))
+
+        def run(con: duckdb.DuckDBPyConnection) -> tuple[int, Entry]:
+            version = self._data_version(con) + 1
+            e = self._append(con, kind="data_version", principal="*", session_id=None, accounting="none",
+                             amount=Decimal(version), delta=Decimal(0), cap=None, delta_cap=None, query_sha256=None,
+                             mechanisms=mech, status="granted")
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('data_version', ?)", [str(version)])
+            con.execute("DELETE FROM releases WHERE data_version < ?", [version])
+            return version, e
+
+        return self._retrying(run)
+
+    def store_release(self, principal: str, seq: int, release_key: str, data_version: int, data: bytes) -> bool:
+        """Keep the released rows ``data`` of charge ``seq`` for replay under ``release_key``; False when not
+        stored (larger than :data:`RELEASE_BYTES`, or the data version moved on since the charge).
+
+        Call it only for rows that were released.  It replaces an earlier release of the same key, then
+        evicts ``principal``'s least recently used releases beyond :data:`RELEASE_CAP` releases or
+        :data:`RELEASE_BYTES` bytes.  Eviction depends on released outputs' sizes only (post-processing)."""
+        size, cap, max_bytes = len(data), RELEASE_CAP, RELEASE_BYTES
+        if size > max_bytes or cap < 1:
+            return False
+
+        def run(con: duckdb.DuckDBPyConnection) -> tuple[bool, None]:
+            if self._data_version(con) != data_version:
+                return False, None
+            now = _now()
+            con.execute("DELETE FROM releases WHERE principal = ? AND data_version = ? AND query_key = ?",
+                        [principal, data_version, release_key])
+            con.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [seq, principal, data_version, release_key, now, now, size, data])
+            con.execute("DELETE FROM releases WHERE seq IN (SELECT seq FROM (SELECT seq, "
+                        "row_number() OVER w AS n, sum(nbytes) OVER w AS total FROM releases WHERE principal = ? "
+                        "WINDOW w AS (ORDER BY used_at DESC, seq DESC ROWS UNBOUNDED PRECEDING)) "
+                        "WHERE n > ? OR total > ?)", [principal, cap, max_bytes])
+            return True, None
+
+        return self._retrying(run)
+
+    def releases(self, principal: str | None = None) -> list[StoredRelease]:
+        """The stored releases (optionally one principal's), most recently used first; rows not included."""
+        cond, params = ("WHERE principal = ? ", [principal]) if principal is not None else ("", [])
+        with self._transaction() as con:
+            rows = con.execute("SELECT seq, principal, data_version, query_key, stored_at, used_at, nbytes "
+                               f"FROM releases {cond}ORDER BY used_at DESC, seq DESC", params).fetchall()
+        return [StoredRelease(*r) for r in rows]
 
     def finish(self, seq: int, released: bool, defer: bool = False) -> None:
         """Mark a reserved charge ``released`` or ``failed_after_start`` (never a refund).
