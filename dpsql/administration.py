@@ -214,6 +214,27 @@ class Admin:
             return []
         return self.ledger().entries(principal, kind="charge")
 
+    def log(self, principal: str | None = None) -> list[Entry]:
+        """Charges, replays and data-version declarations (optionally one principal's), oldest first."""
+        if not ledger_path(self.database).exists():
+            return []
+        kinds = ("charge", "replay", "data_version")
+        return [e for e in self.ledger().entries(principal) if e.kind in kinds]
+
+    def data_version(self) -> int:
+        """The declared version of the data (1 until the first :meth:`bump_data_version`)."""
+        if not ledger_path(self.database).exists():
+            return 1
+        return self.ledger().data_version()
+
+    def bump_data_version(self, note: str | None = None) -> int:
+        """Declare that the data changed (call it after loading new data): guarded sessions stop replaying
+        earlier releases, so the same query is a new release, charged again.  Returns the new version.
+
+        dpsql cannot notice new data by itself (that would make the replay decision depend on the data);
+        without a bump, replays keep returning answers computed on the old data (still private, stale)."""
+        return self.ledger(create=True).bump_data_version(note)
+
     def verify(self) -> None:
         """Check the ledger's hash chain and budgets (DPSQL-E090 on mismatch)."""
         self.ledger().verify()

@@ -11,6 +11,11 @@
 5. the executor runs the SQL; a failure from here on is the generic, charged DPSQL-E080;
 6. the charge is marked released and the rows are returned with the amount charged and remaining.
 
+Consistent answers (issue 19): step 4 first looks for a stored release of the same checked query by the
+same analyst on the same data version; if there is one, it is returned again (same rows, same noise) at
+no cost, recorded as a zero-cost replay entry of the ledger's hash chain, and nothing runs.  Released
+rows are stored (in the ledger file) after step 6.  See :func:`release_key` and :meth:`Session.sql`.
+
 The analyst never holds a DuckDB connection.  In-process use (mode M1 of the threat model) still
 trusts the analyst not to reach into the process; only a gateway (the PostgreSQL-wire server run as
 another OS user) resists a malicious one.
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
     from .guard import Plan
     from .guard.catalog import Catalog, TableInfo
 
-__all__ = ["Session", "Result", "Budget", "connect"]
+__all__ = ["Session", "Result", "Budget", "connect", "release_key", "normalize_sql"]
 
 _clock = time.monotonic  # module-level so that tests can replace them without touching the time module
 _sleep = time.sleep
@@ -54,11 +59,42 @@ def _default_planner(sql: str, catalog: Catalog) -> Plan:
     return plan(sql, catalog)
 
 
+def normalize_sql(sql: str) -> str:
+    """The checked SQL as sqlglot regenerates it (DuckDB dialect) without comments: whitespace, comments
+    and the letter case of keywords and function names no longer matter; identifiers, aliases and literals
+    stay exactly as written.  Text that does not parse as one statement is only stripped."""
+    import sqlglot
+
+    try:
+        trees = sqlglot.parse(sql, read="duckdb")
+        if len(trees) == 1 and trees[0] is not None:
+            return trees[0].sql(dialect="duckdb", comments=False)
+    except Exception:  # noqa: BLE001 - any parse failure: the text itself is the key
+        pass
+    return sql.strip()
+
+
+def release_key(sql: str) -> str:
+    """The key a release is stored and replayed under: sha256 of :func:`normalize_sql` of the guard's
+    checked, rewritten SQL.  A function of the text alone (with the analyst and the data version, it is
+    all that decides a replay)."""
+    return hashlib.sha256(("dpsql-release-v1\x1f" + normalize_sql(sql)).encode()).hexdigest()
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
 @dataclass(frozen=True)
 class Result:
     """The released rows of one query and what it cost.
 
-    ``charged`` and ``remaining`` are in ε for 'pure' accounting and in ρ for 'zcdp'."""
+    ``charged`` and ``remaining`` are in ε for 'pure' accounting and in ρ for 'zcdp'.  ``seq`` is the
+    ledger entry of this answer (its charge, or its replay) and ``replayed_from`` the charge whose stored
+    release was replayed (then ``charged`` is 0), None for a fresh release."""
 
     table: pa.Table
     charged: Decimal
@@ -66,6 +102,8 @@ class Result:
     accounting: str
     delta_charged: Decimal = Decimal(0)
     mechanisms: list[dict[str, Any]] = field(default_factory=list)
+    seq: int | None = None
+    replayed_from: int | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -77,21 +115,27 @@ class Result:
         return list(zip(*cols, strict=True)) if cols else []
 
     def __repr__(self) -> str:
+        replay = "" if self.replayed_from is None else f", replayed_from={self.replayed_from}"
         return (f"Result({self.table.num_rows} rows, columns={self.columns}, charged={self.charged}, "
-                f"remaining={self.remaining}, accounting={self.accounting!r})")
+                f"remaining={self.remaining}, accounting={self.accounting!r}{replay})")
 
 
 class Session:
-    """A guarded session of one analyst on one database.  Use :func:`connect`."""
+    """A guarded session of one analyst on one database.  Use :func:`connect`.
+
+    ``replay`` (default True): a query already released to this analyst on the current data version is
+    answered again from the stored release, at no cost; False runs and charges every query afresh (fresh
+    noise), and the new release then replaces the stored one.  It may be changed on an open session."""
 
     def __init__(self, database: str | Path, analyst: str, *, ledger_timeout: float = 30.0,
                  timeout: float | None = None, latency_quantum: float | None = None,
-                 install: Callable[..., Any] | None = None) -> None:
+                 install: Callable[..., Any] | None = None, replay: bool = True) -> None:
         if not isinstance(analyst, str) or not analyst:
             raise ValueError("analyst must be a non-empty name")
         if latency_quantum is not None and not latency_quantum > 0:
             raise ValueError("latency_quantum must be a positive number of seconds")
         self.latency_quantum = latency_quantum
+        self.replay = bool(replay)
         self.database = Path(database)
         self.analyst = analyst
         self._planner = _default_planner
@@ -146,24 +190,42 @@ class Session:
         return list(zip(self._names(plan, prepared.columns), prepared.types, strict=True))
 
     def sql(self, sql: str) -> Result:
-        """Check, charge, run and release one query.
+        """Check, charge, run and release one query, or replay its stored release.
 
-        With a latency quantum, every answer after the guard accepted the query (a release, or the charged
-        E080 of a timeout, a cancel or a failure) leaves at a whole number of quanta after this call
-        began: the guard, the charge and the run are all inside the padded time.  Refusals before the
+        Replay: if this analyst already had the same checked query (:func:`release_key` of the guard's
+        rewritten SQL) released on the current data version, and the release is still stored, the stored
+        rows are returned (same rows, same noise), nothing runs, and the ledger records a zero-cost replay
+        entry naming the original charge (``Result.replayed_from``).  This costs no privacy: a replay is
+        post-processing of a release the analyst already received, whose charge was paid then.  The
+        decision to replay depends only on the analyst, the query text, the declared data version and
+        which releases are still stored (a function of earlier released outputs), never on data values,
+        so being charged or not reveals nothing new.  Refusals, timeouts and failures are never stored;
+        queries that cost nothing (public tables only) are neither stored nor replayed.
+
+        With a latency quantum, every answer after the guard accepted the query (a release, a replay, or
+        the charged E080 of a timeout, a cancel or a failure) leaves at a whole number of quanta after this
+        call began: the guard, the charge and the run are all inside the padded time.  Refusals before the
         charge depend only on the query text and are not padded."""
         started = _clock()
         plan, prepared = self._check(sql)
         cost, delta = clean(Decimal(plan.cost)), clean(Decimal(plan.delta))
-        seq = None
+        seq = key = None
+        version = 1
         if cost != 0 or delta != 0:
+            key = release_key(plan.sql)
             charge = self._ledger.charge(
                 self.analyst, cost, delta, accounting=self._budget.accounting,
                 query_sha256=hashlib.sha256(plan.sql.encode()).hexdigest(),
-                mechanisms=plan.mechanisms, session_id=self.session_id)
+                mechanisms=plan.mechanisms, session_id=self.session_id, release_key=key if self.replay else None)
             seq, cost, delta, budget = charge.seq, charge.cost, charge.delta, charge.budget
+            version = charge.data_version
             with self._lock:
                 self._budget = budget
+            if charge.replayed_from is not None and charge.stored is not None:
+                table = pa.ipc.open_stream(charge.stored).read_all()
+                self._pad(started)
+                return Result(table, Decimal(0), budget.remaining, budget.accounting, Decimal(0),
+                              list(plan.mechanisms), seq, charge.replayed_from)
         else:
             budget = self._budget
         if _after_charge is not None:
@@ -177,14 +239,17 @@ class Session:
                     self._ledger.finish(seq, released=False)
             self._pad(started)
             raise
-        self._pad(started)
-        if seq is not None:
-            with contextlib.suppress(PrivacyError):  # the release stands even if the status update fails
-                self._ledger.finish(seq, released=True, defer=True)  # written with the next charge or close
         names = self._names(plan, table.column_names)
         if names != table.column_names:
             table = table.rename_columns(names)
-        return Result(table, cost, budget.remaining, budget.accounting, delta, list(plan.mechanisms))
+        if seq is not None:
+            with contextlib.suppress(PrivacyError):  # the release stands even if the status update fails
+                self._ledger.finish(seq, released=True, defer=True)  # written with the store, next charge or close
+            if key is not None:
+                with contextlib.suppress(PrivacyError):  # not stored: the next ask is simply charged again
+                    self._ledger.store_release(self.analyst, seq, key, version, _ipc(table))
+        self._pad(started)
+        return Result(table, cost, budget.remaining, budget.accounting, delta, list(plan.mechanisms), seq)
 
     def interrupt(self) -> None:
         """Stop this session's running query from another thread (a client's CancelRequest): it ends as
@@ -261,5 +326,7 @@ def connect(database: str | Path, analyst: str, **kwargs: Any) -> Session:
 
     Keyword arguments: ``timeout`` (seconds per query; a timeout is the charged DPSQL-E080),
     ``ledger_timeout`` (seconds to wait for the ledger lock before DPSQL-E071), ``latency_quantum``
-    (seconds: execution time is padded to a multiple of it, blunting timing channels)."""
+    (seconds: execution time is padded to a multiple of it, blunting timing channels), ``replay``
+    (default True: a query already released to this analyst on this data version is answered again
+    from the stored release at no cost; False: fresh noise, charged every time)."""
     return Session(database, analyst, **kwargs)

@@ -34,11 +34,9 @@ def test_query_is_charged_and_released(session, db: Path) -> None:
     b = session.budget()
     assert (b.limit, b.spent, b.remaining, b.accounting) == (Decimal(3), Decimal("0.3"), Decimal("2.7"), "pure")
     [c] = charges(db)
-    assert (c.amount, c.status, c.principal, c.session_id) == (Decimal("0.3"), "reserved", "alice",
-                                                               session.session_id)
-    session.close()  # the release mark is written with the next ledger transaction, here the close
-    [c] = charges(db)
-    assert c.status == "released"
+    assert (c.amount, c.status, c.principal, c.session_id) == (Decimal("0.3"), "released", "alice",
+                                                               session.session_id)  # written with the store
+    assert (r.seq, r.replayed_from) == (c.seq, None)
 
 
 def test_describe_charges_nothing_and_runs_nothing(session, db: Path, tripwire) -> None:
@@ -113,7 +111,7 @@ def test_budget_exhaustion_refuses_before_running(session, db: Path, tripwire) -
 def test_ten_tenths_then_refused(tmp_path: Path) -> None:
     db = make_db(tmp_path / "h.duckdb")
     dpsql.admin(db).grant("alice", epsilon=Decimal("0.3"))  # each query below costs 0.01 x 3 rows per unit
-    with dpsql.connect(db, analyst="alice", install=fake_install) as s:
+    with dpsql.connect(db, analyst="alice", install=fake_install, replay=False) as s:  # each run charged
         for _ in range(10):
             s.sql("SELECT dp_count(cost, epsilon := 0.01) FROM visits")
         assert s.budget().spent == Decimal("0.3")
@@ -236,6 +234,7 @@ def test_cost_is_identical_on_neighbouring_databases(tmp_path: Path, query: str)
 def test_many_threads_in_one_session_never_overspend(session) -> None:
     import threading
 
+    session.replay = False  # the same query charged every time
     codes = []
 
     def work() -> None:
@@ -317,16 +316,18 @@ sys.path.insert(0, sys.argv[3])
 import dpsql, dpsql.session
 from session_fakes import fake_install, fake_plan
 dpsql.session._default_planner = fake_plan
-with dpsql.connect(sys.argv[1], analyst="alice", install=fake_install) as s:
-    print(s.sql(sys.argv[2]).charged)
+with dpsql.connect(sys.argv[1], analyst="alice", install=fake_install, replay=sys.argv[4] == "replay") as s:
+    r = s.sql(sys.argv[2])
+    print(r.replayed_from, r.charged)
 """
 
 
 def test_sessions_in_two_processes_share_the_budget(session, db: Path) -> None:
+    session.replay = False
     session.sql(Q)  # this process holds a session (and the data file) open meanwhile
-    r = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(db), Q, str(Path(__file__).parent)],
+    r = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(db), Q, str(Path(__file__).parent), "fresh"],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[-1] == "0.3"
+    assert r.stdout.split()[-2:] == ["None", "0.3"]
     assert session.budget().spent == Decimal("0.6")
     assert session.sql(Q).remaining == Decimal("2.1")
