@@ -18,11 +18,11 @@ def _default_analyst() -> str:
     return os.environ.get("DPSQL_ANALYST") or getpass.getuser()
 
 
-def _open(db: str, analyst: str) -> Any:
+def _open(db: str, analyst: str, replay: bool = True) -> Any:
     import dpsql
 
     try:
-        return dpsql.connect(db, analyst=analyst)
+        return dpsql.connect(db, analyst=analyst, replay=replay)
     except PrivacyError as e:
         raise click.ClickException(f"{e.code}: {e.message}") from None
 
@@ -67,11 +67,12 @@ def demo(db: str, analyst: str, epsilon: str, trusted: bool, force: bool) -> Non
 @main.command()
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 @click.option("--analyst", "-a", default=_default_analyst, show_default="$DPSQL_ANALYST or the OS user")
-def shell(db: str, analyst: str) -> None:
+@click.option("--fresh", is_flag=True, help="Never replay a stored release: fresh noise, charged every time.")
+def shell(db: str, analyst: str, fresh: bool) -> None:
     """Interactive SQL shell on a guarded session (like the DuckDB shell)."""
     from . import shell as _shell
 
-    session = _open(db, analyst)
+    session = _open(db, analyst, replay=not fresh)
     try:
         b = session.budget()
         _shell.run(session, banner=f"dpsql shell on {db} as {analyst}: budget {_dec(b.remaining)} of "
@@ -85,11 +86,15 @@ def shell(db: str, analyst: str) -> None:
 @click.argument("sql")
 @click.option("--analyst", "-a", default=_default_analyst, show_default="$DPSQL_ANALYST or the OS user")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def query(db: str, sql: str, analyst: str, fmt: str) -> None:
-    """Run one guarded query and print the result (the cost goes to stderr for csv/json)."""
+@click.option("--fresh", is_flag=True, help="Do not replay a stored release of the same query: fresh noise, charged.")
+def query(db: str, sql: str, analyst: str, fmt: str, fresh: bool) -> None:
+    """Run one guarded query and print the result (the cost goes to stderr for csv/json).
+
+    A query this analyst already had released on the current data version is answered again from the
+    stored release (same rows, nothing charged) unless --fresh is given."""
     from .shell import arrow_type_name, cost_line, render_box, render_csv, render_json
 
-    session = _open(db, analyst)
+    session = _open(db, analyst, replay=not fresh)
     try:
         r = session.sql(sql)
     except PrivacyError as e:
@@ -104,7 +109,7 @@ def query(db: str, sql: str, analyst: str, fmt: str) -> None:
         click.echo(render_json(columns, rows))
     else:
         click.echo(render_box(columns, rows, [arrow_type_name(f.type) for f in r.table.schema], max_rows=10**9))
-    click.echo(cost_line(r.charged, r.remaining, r.accounting), err=fmt != "table")
+    click.echo(cost_line(r.charged, r.remaining, r.accounting, replayed_from=r.replayed_from), err=fmt != "table")
 
 
 @main.command()
@@ -225,14 +230,33 @@ def admin_budgets(db: str) -> None:
 @admin.command("log")
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 @click.option("--principal", help="Only this principal's charges.")
-def admin_log(db: str, principal: str | None) -> None:
+@click.option("--replays", is_flag=True, help="Also show replays of stored releases (zero-cost entries).")
+def admin_log(db: str, principal: str | None, replays: bool) -> None:
     """Show the charge log (oldest first)."""
     from .shell import render_box
 
+    adm = _admin(db)
+    entries = adm.log(principal) if replays else adm.charges(principal)
     rows = [(e.seq, e.ts.isoformat(sep=" ", timespec="seconds"), e.principal, e.accounting, e.amount,
-             (e.query_sha256 or "")[:12]) for e in _admin(db).charges(principal)]
-    click.echo(render_box(["seq", "time", "principal", "accounting", "amount", "query sha256"], rows,
-                          max_rows=10**9))
+             (e.query_sha256 or "")[:12]) + ((e.kind, "" if e.ref_seq is None else e.ref_seq) if replays else ())
+            for e in entries]
+    click.echo(render_box(["seq", "time", "principal", "accounting", "amount", "query sha256"]
+                          + (["kind", "replays"] if replays else []), rows, max_rows=10**9))
+
+
+@admin.command("data-version")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("--bump", is_flag=True, help="Declare new data (after loading it): stored releases are not replayed.")
+@click.option("--note", help="With --bump: a note for the log (e.g. what was loaded).")
+def admin_data_version(db: str, bump: bool, note: str | None) -> None:
+    """Show the declared data version, or declare a new one with --bump."""
+    if note is not None and not bump:
+        raise click.UsageError("--note goes with --bump")
+    adm = _admin(db)
+    if bump:
+        click.echo(f"data version {adm.bump_data_version(note)}: earlier releases will not be replayed")
+    else:
+        click.echo(f"data version {adm.data_version()}")
 
 
 @admin.command("password")

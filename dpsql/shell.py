@@ -161,11 +161,14 @@ def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return json.dumps([{c: conv(x) for c, x in zip(columns, r, strict=True)} for r in rows], default=str)
 
 
-def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = True) -> str:
-    """``ε charged 0.5 · remaining 4.5`` (ρ for zCDP budgets)."""
+def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = True,
+              replayed_from: int | None = None) -> str:
+    """``ε charged 0.5 · remaining 4.5`` (ρ for zCDP budgets); a replay of the stored release of charge
+    #12 reads ``replayed release #12 · ε charged 0 · remaining 4.5``."""
     unit = ("ρ" if unicode else "rho") if str(accounting).lower() == "zcdp" else ("ε" if unicode else "epsilon")
     dot = "·" if unicode else "-"
-    return f"{unit} charged {_cell(charged)} {dot} remaining {_cell(remaining)}"
+    replay = "" if replayed_from is None else f"replayed release #{replayed_from} {dot} "
+    return f"{replay}{unit} charged {_cell(charged)} {dot} remaining {_cell(remaining)}"
 
 
 class Shell:
@@ -331,7 +334,8 @@ class Shell:
             return
         types = [arrow_type_name(f.type) for f in r.table.schema] if hasattr(r, "table") else None
         self.table(list(r.columns), list(r.rows), types)
-        self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode))
+        self.echo(cost_line(r.charged, r.remaining, getattr(r, "accounting", "pure"), unicode=self.unicode,
+                            replayed_from=getattr(r, "replayed_from", None)))
 
     # ------------------------------------------------------------------ metadata statements
     def metadata(self, sql: str) -> bool:

@@ -147,7 +147,7 @@ class Connection:
         self.txn = "I"
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
-        self.settings = dict(SETTINGS)
+        self.settings = {**SETTINGS, "dpsql.replay": "on"}  # SET dpsql.replay = off: fresh noise, charged
         self._out: list[bytes] = []
 
     # ------------------------------------------------------------------ framing
@@ -308,6 +308,8 @@ class Connection:
                     m = re.match(r"^SET\s+(?:SESSION\s+|LOCAL\s+)?([\w.]+)\s*(?:=|TO)\s*'?([^';]*)'?", bare, re.I)
                     if m and m.group(1).lower() in ("application_name", "datestyle", "extra_float_digits"):
                         self.settings[m.group(1).lower()] = m.group(2)
+                    elif m and m.group(1).lower() == "dpsql.replay":
+                        self._set_replay(m.group(2))
                 return Outcome(tag)
         if _BUDGET.match(bare):
             b = self.session.budget()
@@ -353,7 +355,19 @@ class Connection:
             unit = getattr(result, "accounting", None) or "epsilon"
             unit = "rho" if str(unit).lower() in ("zcdp", "rho") else "epsilon"
             notice = f"dpsql: charged {unit} {_num(charged)}, remaining {_num(getattr(result, 'remaining', ''))}"
+            replayed = getattr(result, "replayed_from", None)
+            if replayed is not None:  # issue 19: the stored release answered again, at no cost
+                notice = f"dpsql: replayed release #{replayed}, " + notice.removeprefix("dpsql: ")
         return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table), notice)
+
+    def _set_replay(self, value: str) -> None:
+        """``SET dpsql.replay = on|off``: whether this connection's session replays stored releases."""
+        on = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}.get(value.strip().lower())
+        if on is None:
+            raise WireError("22023", f'invalid value for parameter "dpsql.replay": "{value.strip()}" (on or off)')
+        if hasattr(self.session, "replay"):
+            self.session.replay = on
+        self.settings["dpsql.replay"] = "on" if on else "off"
 
     def describe(self, sql: str) -> list[tuple[str, int]] | None:
         """Result columns of one statement without charging (blocking)."""
