@@ -17,7 +17,6 @@ from typing import Any
 
 import duckdb
 
-from .display import ESTIMATE_KEYS, format_estimate, is_estimate
 from .errors import PrivacyError
 
 Echo = Callable[[str], None]
@@ -96,9 +95,8 @@ def _fmt(v: Any) -> str:
 
 
 def _table(columns: list[str], rows: list[tuple[Any, ...]], echo: Echo) -> None:
-    from .shell import render_box
+    from .shell import render_box  # prints a dp_*_ci struct as its estimate (dpsql.display.format_estimate)
 
-    rows = [tuple(format_estimate(*(x[k] for k in ESTIMATE_KEYS)) if is_estimate(x) else x for x in r) for r in rows]
     echo(render_box(columns, rows))
 
 

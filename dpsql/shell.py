@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
+from .display import ESTIMATE_KEYS, format_estimate, is_estimate
 from .errors import PrivacyError
 
 #: dot command -> its line in .help (the help text and the completion of dot commands come from here)
@@ -103,7 +104,8 @@ def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Seq
         shown = shown[:head] + [None] + shown[len(shown) - tail:]  # type: ignore[list-item]
     header = [str(c) for c in columns]
     tline = [str(x).lower() for x in types] if types else None
-    body = [None if r is None else [_cell(x) for x in r] for r in shown]
+    body = [None if r is None else [format_estimate(*(x[k] for k in ESTIMATE_KEYS), unicode=unicode)
+                                    if is_estimate(x) else _cell(x) for x in r] for r in shown]  # dp_*_ci: 12.3 ± 2.1
     widths = [max([len(header[i])] + ([len(tline[i])] if tline else []) +
                   [len(r[i]) for r in body if r is not None] + [1]) for i in range(len(header))]
     numeric = [any(_numeric(r[i]) for r in rows[:50]) for i in range(len(header))]

@@ -65,3 +65,14 @@ def test_is_estimate() -> None:
 def test_display_imports_no_duckdb() -> None:
     code = "import sys, dpsql.display; sys.exit(1 if 'duckdb' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_shell_box_prints_an_estimate() -> None:
+    from dpsql.shell import render_box
+
+    rows = [("AA", {"value": 12.3456, "lo": 10.2123, "hi": 14.4789}), ("HA", {"value": -3.4, "lo": -INF, "hi": INF}),
+            ("OO", None), ("XX", {"value": 1.0, "lo": 0.0, "hi": 2.0, "n": 3})]
+    box = render_box(["carrier", "m"], rows)
+    assert "│ 12.35 ± 2.13 " in box and "│ -3.4 ± ∞ " in box
+    assert "│ NULL " in box and "'n': 3" in box  # only a struct with exactly value, lo, hi is an estimate
+    assert "12.35 +- 2.13" in render_box(["carrier", "m"], rows, unicode=False)
