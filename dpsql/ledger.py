@@ -754,8 +754,8 @@ class Ledger:
             if self._data_version(con) != data_version:
                 return False, None
             now = _now()
-            con.execute("DELETE FROM releases WHERE principal = ? AND data_version = ? AND query_key = ?",
-                        [principal, data_version, release_key])
+            con.execute("DELETE FROM releases WHERE seq = ? OR (principal = ? AND data_version = ? AND query_key = ?)",
+                        [seq, principal, data_version, release_key])
             con.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [seq, principal, data_version, release_key, now, now, size, data])
             con.execute("DELETE FROM releases WHERE seq IN (SELECT seq FROM (SELECT seq, "

@@ -99,6 +99,8 @@ def test_a_newer_release_of_the_same_key_replaces_the_stored_one(ledger: Ledger)
     newer = release(ledger, "k1", b"new", fresh=True)  # a session with replay=False
     assert [r.seq for r in ledger.releases()] == [newer.seq]
     assert ledger.charge("alice", Decimal("0.1"), release_key="k1").stored == b"new"
+    assert ledger.store_release("alice", newer.seq, "k1", 1, b"again")  # storing a charge twice: one row
+    assert [(r.seq, r.nbytes) for r in ledger.releases()] == [(newer.seq, 5)]
 
 
 def test_the_store_is_capped_per_principal_least_recently_used_first(ledger: Ledger,
