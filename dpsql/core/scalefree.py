@@ -86,6 +86,13 @@ def _octave_table(flat: int, m: int = M_BITS) -> tuple[np.ndarray, np.ndarray, i
     if m < M_BITS:  # the endpoints' table: everything beyond octave ``flat`` is one last code ("beyond")
         bits = np.where(k > flat, 0, bits)
     size = np.where(k >= 1, np.left_shift(1, bits), 0)
+    if flat and m == M_BITS:
+        # the decaying table: past the octave where one code is left, octaves share codes in groups of
+        # doubling length (1, 2, 4, ... octaves), so the float line beyond weighs ~11 codes, not ~2,000
+        first = flat + m
+        nxt = np.maximum(k - first + 2, 1)  # the group of k ends where the next octave starts one
+        ends_group = (k < first) | ((nxt & (nxt - 1)) == 0)
+        size = np.where(ends_group, size, 0)  # a group's one code is counted at its last octave
     base = (1 << m) + np.concatenate([[0], np.cumsum(size)[:-1]])
     return bits, base, m
 
@@ -163,11 +170,15 @@ def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: 
     e = np.asarray(e, dtype=np.int64)
     rel = np.asarray(code, dtype=np.int64) - _mag_max(e, decay)
     mag = np.abs(rel)
-    k = np.maximum(np.searchsorted(base, mag, side="right") - 1, 1)
+    # the last octave holding this code (within the floor's range of octaves)
+    k = np.clip(np.searchsorted(base, mag, side="right") - 1, 1, E_TOP - e)
     b = bits[k]
     frac = (mag - base[k]).astype(np.float64)
     # where in the magnitude's cell: the middle, or the end that lies outward in value for this sign
     at = 0.5 if edge == 0 else np.where((rel < 0) == (edge < 0), 1.0, 0.0)
+    if edge != 0:  # a code shared by a group of octaves (the decaying table's far line): its inner end
+        k0 = np.minimum(np.searchsorted(base, mag, side="left"), base.size - 1)  # lies in its first octave
+        k = np.where((b == 0) & (base[k0] == mag) & (at == 0.0), np.maximum(k0, 1), k)
     with np.errstate(over="ignore"):
         lin = np.ldexp((mag + at) * 2.0**-mb, e)
         up = np.ldexp(1.0 + np.ldexp(frac + at, -b), e + k - 1)
@@ -368,25 +379,40 @@ SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum
 SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.20, "sum": 0.55}
 MEAN_ROUTE = 300.0
 SUM_FEW = {"median": 0.72, "count": 0.28}  # of the 0.9 eps left on dp_sum's small-count route
-OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_radius rows lie outside
+OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_scan rows lie outside
 FINE = True  # radius steps of sqrt 2
+
+
+#: of the radius share: the scan's part; the rest buys the cap (an exponential mechanism for the largest
+#: ``|x - c|``).  Without the cap the scan ran past the data in ~3 % of runs (a large threshold noise draw,
+#: then every later query reads 0 rows outside and only query noise can stop it): 1e3-1e200 IQR off
+SCAN = 0.7
 
 
 def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng,
            params: Params) -> tuple[np.ndarray, np.ndarray]:
     """A clipping range ``[c - r, c + r]`` (eps_centre + eps_radius, pure), intersected with public bounds.
 
-    ``c``: the median on the log-uniform codes (eps_centre).  ``r``: seed 003's radius scan around c
-    (eps_radius) with monotone AboveThreshold accounting (Lyu, Su & Li 2017: adding a row moves every
-    ``-#outside`` by 0 or -1), stopping once at most ``2 / eps_radius`` rows lie outside (the noise's own
-    scale: clipping those few rows biases the sum by less than the sum's noise), scanning from
-    ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so neither a too-large floor b nor a
-    centre far from 0 can make the first radius overshoot the data's spread."""
+    ``c``: the median on the log-uniform codes (eps_centre).  ``r = min(scan, cap)``.  The scan: seed
+    003's radius scan around c (``SCAN eps_radius``) with monotone AboveThreshold accounting (Lyu, Su & Li
+    2017: adding a row moves every ``-#outside`` by 0 or -1), stopping once at most ``OUTSIDE / eps_scan``
+    rows lie outside (the noise's own scale: clipping those few rows biases the sum by less than the
+    sum's noise), from ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so neither a too-large
+    floor b nor a centre far from 0 can make the first radius overshoot the data's spread.  The cap
+    (``(1 - SCAN) eps_radius``): the exponential mechanism for the largest of ``d = |x - c|`` (target
+    rank n, loss sensitivity 1 under add/remove; d is a per-row map given the released c) on the near
+    route's codes of d (decaying beyond the floor, one code beyond ``2**(e + M_BITS + 1)``), so the
+    range cannot run far past the data.  Sequential composition: eps_centre + eps_radius; the min is
+    post-processing."""
     c = _centre(s, e, eps_centre, rng)
     b = np.ldexp(1.0, e)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
-    r = radius(s, c, s0, eps_radius, rng, 0.5, outside=OUTSIDE / eps_radius, monotone=True, fine=FINE)
+    eps_scan = SCAN * eps_radius
+    r = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE)
+    d = Batch(np.abs(s.values - per_row(c, s.offsets)), s.offsets).sorted()
+    cap = _quantile(d, e, 1.0, (1.0 - SCAN) * eps_radius, rng, np.zeros(s.groups), NEAR)
+    r = np.minimum(r, np.clip(cap, 0.0, 2.0**1002))
     return _intersect(c - r, c + r, params)
 
 
@@ -404,7 +430,7 @@ def _routes(batch: Batch, params: Params, sp: dict[str, float], eps: float, rng:
 
 
 #: the clipping allowance of the mean's and the sum's intervals, in rows: the radius scan stops once about
-#: ``OUTSIDE / eps_radius`` rows lie outside the range (plus its noise); the allowance assumes at most
+#: ``OUTSIDE / eps_scan`` rows lie outside the range (plus its noise); the allowance assumes at most
 #: ``BIAS_ROWS`` times that many rows lie outside, each within one more half-width (measured,
 #: benchmarks/intervals.py)
 BIAS_ROWS = 4.0
@@ -459,7 +485,7 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
             out[many] = total
         if level is not None:
             w, n_lo, n_hi = _noise_halfwidths(sens, sp["sum"] * eps, n[many], sp["count"] * eps, 1.0 - level)
-            allowance = BIAS_ROWS * OUTSIDE / (sp["radius"] * eps) * half
+            allowance = BIAS_ROWS * OUTSIDE / (SCAN * sp["radius"] * eps) * half
             with np.errstate(over="ignore", invalid="ignore"):
                 if kind == "mean":
                     a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
@@ -490,7 +516,7 @@ def interval_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dp_mean_ci: the release of :func:`run_mean` and, on the range route, ``c + [S_lo, S_hi] / [n_lo,
     n_hi]`` (sum and count noise, each missing with probability (1 - level) / 2) widened by the clipping
-    allowance ``BIAS_ROWS OUTSIDE / eps_radius`` rows of one half-width over n_lo; on the median route no
+    allowance ``BIAS_ROWS OUTSIDE / eps_scan`` rows of one half-width over n_lo; on the median route no
     finite bound (a location estimate is not a mean).  Within public bounds.  Post-processing: cost eps."""
     return _mean_sum(batch, budget, params, rng, params.level, "mean")
 
