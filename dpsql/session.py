@@ -222,7 +222,11 @@ class Session:
             with self._lock:
                 self._budget = budget
             if charge.replayed_from is not None and charge.stored is not None:
-                table = pa.ipc.open_stream(charge.stored).read_all()
+                try:
+                    table = pa.ipc.open_stream(charge.stored).read_all()
+                except (pa.ArrowException, ValueError):
+                    raise PrivacyError("DPSQL-E090", "the stored release could not be read; nothing was "
+                                       "charged (ask with replay off for a fresh release)") from None
                 self._pad(started)
                 return Result(table, Decimal(0), budget.remaining, budget.accounting, Decimal(0),
                               list(plan.mechanisms), seq, charge.replayed_from)
@@ -246,7 +250,7 @@ class Session:
             with contextlib.suppress(PrivacyError):  # the release stands even if the status update fails
                 self._ledger.finish(seq, released=True, defer=True)  # written with the store, next charge or close
             if key is not None:
-                with contextlib.suppress(PrivacyError):  # not stored: the next ask is simply charged again
+                with contextlib.suppress(Exception):  # not stored: the next ask is simply charged again
                     self._ledger.store_release(self.analyst, seq, key, version, _ipc(table))
         self._pad(started)
         return Result(table, cost, budget.remaining, budget.accounting, delta, list(plan.mechanisms), seq)

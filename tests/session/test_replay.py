@@ -250,3 +250,18 @@ def test_real_guard_replays_the_same_noise(db: Path) -> None:
     assert any(rows != first.rows for rows in fresh)  # fresh noise (three clinics, three draws each)
     assert kinds(db) == ["charge", "replay", "charge", "charge", "charge"]
     ledger(db).verify()
+
+
+def test_an_unreadable_stored_release_fails_closed_and_a_fresh_one_can_be_asked(session, db: Path) -> None:
+    session.sql(Q)
+    con = duckdb.connect(str(ledger_path(db)))
+    con.execute("UPDATE releases SET result = 'garbage'::BLOB")
+    con.close()
+    with pytest.raises(PrivacyError) as err:
+        session.sql(Q)
+    assert err.value.code == "DPSQL-E090"
+    session.replay = False
+    assert session.sql(Q).charged == Decimal("0.3")
+    session.replay = True
+    assert session.sql(Q).replayed_from is not None  # the fresh release replaced the unreadable one
+    assert session.budget().spent == Decimal("0.6")
