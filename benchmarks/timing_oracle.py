@@ -49,7 +49,8 @@ def _measure(path: Path, runs: int, quantum: float | None, query: str) -> tuple[
     """Interleaved runs of ``query`` for a present and an absent name; the outcome (released or a code)."""
     times: dict[str, list[float]] = {"present": [], "absent": []}
     outcome = "released"
-    with dpsql.connect(path, analyst="eve", latency_quantum=quantum) as s:
+    # replay=False: every run is a fresh, charged release (a replay would time the release store, not the query)
+    with dpsql.connect(path, analyst="eve", latency_quantum=quantum, replay=False) as s:
         for _ in range(runs):
             for cond, name in (("present", "target"), ("absent", "nobody")):
                 t = time.perf_counter()

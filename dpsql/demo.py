@@ -22,14 +22,14 @@ from .errors import PrivacyError
 Echo = Callable[[str], None]
 
 QUERIES: list[tuple[str, str]] = [
-    ("How many flights actually departed (non-NULL dep_time)?",
-     "SELECT dp_count(dep_time, epsilon := 0.1) AS departed FROM flights"),
+    ("How many flights actually departed (non-NULL dep_time)? Each answer comes with its 95 % interval",
+     "SELECT dp_count_ci(dep_time, epsilon := 0.1) AS departed FROM flights"),
     ("Mean departure delay (minutes) per carrier with its 95 % interval (no clipping bounds given)",
      "SELECT carrier, dp_mean_ci(dep_delay, epsilon := 0.5) AS mean_delay FROM flights "
      "GROUP BY carrier ORDER BY carrier"),
     ("Median and 90th percentile of the arrival delay",
-     "SELECT dp_median(arr_delay, epsilon := 0.25) AS median_delay, "
-     "dp_quantile(arr_delay, 0.9, epsilon := 0.25) AS p90_delay FROM flights"),
+     "SELECT dp_median_ci(arr_delay, epsilon := 0.25) AS median_delay, "
+     "dp_quantile_ci(arr_delay, 0.9, epsilon := 0.25) AS p90_delay FROM flights"),
     ("A query the guard refuses (raw rows of a protected table)",
      "SELECT tailnum, dep_delay FROM flights"),
 ]
