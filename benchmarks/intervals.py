@@ -53,6 +53,8 @@ def cell(x: np.ndarray, agg: str, eps: float, runs: int, seed: int) -> dict:
     ex = exact(x)
     if core == "quantile":
         t_lo, t_hi = exact_quantile(x, p)
+    elif core == "var":  # the interval is for the population variance and var_samp alike
+        t_lo, t_hi = float(np.var(x)), ex["var"]
     else:
         t_lo = t_hi = ex[key]
     v, lo, hi = run_interval(core, replicate(x, runs), Params(epsilon=eps, p=p, level=LEVEL), rng=Rng.seeded(seed))

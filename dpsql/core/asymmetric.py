@@ -61,8 +61,10 @@ import numpy as np
 
 from ..noise import Rng
 from .accounting import Privacy
-from .batch import Batch
+from .batch import DOMAIN, Batch
+from .intervals import dlap_quantile
 from .primitives import WIDE, need_wide, noisy_count, pow2_floor
+from .primitives import per_row as per_row_of
 from .registry import Method, Params, register
 from .universal import _bounded, mean_range
 
@@ -163,8 +165,11 @@ def asm_scan(
     eps2: float,
     rng: Rng,
     log_beta: np.ndarray,
+    shift: float = 0.0,
 ) -> np.ndarray:
     """AboveThreshold with exponential noise over the grid, for every group at once; returns t.
+    ``shift`` (public) moves the threshold: ``-d`` makes the scan fire about d rows' worth below f (an
+    interval's lower end; the privacy is unchanged).
 
     ``log_lower[g, l-1] = log Lbar^l`` (l = 1..C, non-increasing, ``-inf`` for 0; ``Lbar^l = 0`` past C),
     ``log_upper[g, l-1] = log Ubar^l`` (l = 1..K, non-decreasing; ``Ubar^l = +inf`` past K, i.e. the
@@ -190,7 +195,7 @@ def asm_scan(
     s = np.concatenate(
         [-(np.arange(C + 1, 0, -1) - 0.5), np.arange(1, K + 2) - 0.5, [np.inf]]
     )  # runs: l = C+1..1 below f, 1..K+1 above, +inf above the cap
-    thr = rng.exponential(G) / eps1
+    thr = rng.exponential(G) / eps1 + shift
     gap = np.maximum(thr[:, None] - s[None, :], 0.0)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         p = np.exp(-eps2 * gap)
@@ -515,6 +520,30 @@ def sum_bounds(s: Batch, a: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray,
 # --------------------------------------------------------------------------- aggregates
 
 
+def _var(s: Batch, eps_count: float, asms: tuple[tuple[float, float], ...], params: Params, rng: Rng
+         ) -> tuple[list[np.ndarray], np.ndarray]:
+    """A noisy count (``eps_count``, it only sets the grid ratio), then one ASM for the variance per
+    ``(eps, threshold shift)`` in ``asms`` (each eps-DP on the same exact bounds; the grid is public once
+    the count is released).  Returns the releases and the noisy count."""
+    n_hat = noisy_count(s, eps_count, rng)
+    steps = [(eps, sh, eps / (RATIO + 2.0)) for eps, sh in asms]
+    log_f, log_L = var_bounds(s, max(truncation(e2) for _, _, e2 in steps))
+    if params.lower is not None and params.upper is not None:
+        cap = np.full(s.groups, 2.0 * math.log(max(params.upper - params.lower, 2.0**-1000) / 2.0))
+    else:
+        cap = np.full(s.groups, np.inf)
+    out = []
+    for eps, sh, eps2 in steps:
+        lb = np.log(grid_ratio(eps, n_hat))
+        t = asm_scan(log_f, log_L[:, :truncation(eps2)], np.zeros((s.groups, 0)), cap, RATIO * eps2, eps2, rng, lb,
+                     sh)
+        if params.lower is not None and params.upper is not None:
+            with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
+                t = np.minimum(t, np.square(np.float64(params.upper / 2.0 - params.lower / 2.0)))
+        out.append(t)
+    return out, n_hat
+
+
 def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_var, asymmetric sensitivity mechanism (seed 002, Alg. 2, add/remove form).  Cost eps (pure).
 
@@ -529,22 +558,54 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     then the ASM (0.95 eps); sequential composition, the grid being public once the count is released.
     """
     need_wide("dp_var asymmetric")
-    eps = budget.epsilon * SPLIT_VAR["asm"]
-    eps2 = eps / (RATIO + 2.0)
-    eps1 = RATIO * eps2
-    C = truncation(eps2)
+    eps = budget.epsilon
+    return _var(_bounded(batch, params).sorted(), SPLIT_VAR["count"] * eps, ((SPLIT_VAR["asm"] * eps, 0.0),),
+                params, rng)[0][0]
+
+
+#: dp_var_ci's split of eps: the count, the release's ASM, the lower end's ASM, then the upper end's floor,
+#: median and mean of squared deviations
+SPLIT_VAR_CI = {"count": 0.04, "asm": 0.45, "lower": 0.26, "floor": 0.015, "centre": 0.035, "squares": 0.2}
+
+
+def interval_var(batch: Batch, budget: Privacy, params: Params, rng: Rng
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_var_ci: an ASM release with an interval for the population variance f (and for ``var_samp``).
+
+    Cost eps (pure, sequential composition over :data:`SPLIT_VAR_CI`): a count, two ASMs (the release;
+    the lower end), a scale-free floor and median c, then dp_mean's interval of ``(x - c)**2``.
+
+    * Lower end: the ASM with its threshold lowered by ``d = 1/2 + ln(2 / alpha) / eps1`` (public, so
+      the same privacy): every candidate of the run just below f has query -1/2, so unless the threshold
+      noise Exp(1/eps1) exceeds d - 1/2 (probability alpha / 2) the scan fires at or below f: lo <= f.
+    * Upper end: ``f = min_c mean((x - c)**2) <= mean((x - c)**2)`` for the released c, and dp_mean's
+      interval covers that mean (its clipping allowance assumed, :mod:`~dpsql.core.intervals`) at
+      ``1 - alpha / 4``; times ``n_lo / (n_lo - 1)`` (the released count's lower end at alpha / 4) so it
+      bounds ``var_samp`` too; +inf on the mean's small-count route or when n_lo < 2.
+    ``(x - c)**2`` is a per-row map given the released c, clamped to the data domain (a spread beyond
+    ~1e150 is not covered).  The release spends 0.45 eps, not run_var's 0.95: its law differs.
+    """
+    from . import scalefree as sf  # the scale-free median and mean; scalefree does not import this module
+
+    need_wide("dp_var asymmetric")
+    alpha = 1.0 - float(params.level)
+    eps = budget.epsilon
+    sp = SPLIT_VAR_CI
     s = _bounded(batch, params).sorted()
-    lb = np.log(grid_ratio(eps, noisy_count(s, SPLIT_VAR["count"] * budget.epsilon, rng)))
-    log_f, log_L = var_bounds(s, C)
-    if params.lower is not None and params.upper is not None:
-        cap = np.full(s.groups, 2.0 * math.log(max(params.upper - params.lower, 2.0**-1000) / 2.0))
-    else:
-        cap = np.full(s.groups, np.inf)
-    t = asm_scan(log_f, log_L, np.zeros((s.groups, 0)), cap, eps1, eps2, rng, lb)
-    if params.lower is not None and params.upper is not None:
-        with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
-            t = np.minimum(t, np.square(np.float64(params.upper / 2.0 - params.lower / 2.0)))
-    return t
+    eps1_lo = RATIO * sp["lower"] * eps / (RATIO + 2.0)
+    d = 0.5 + math.log(2.0 / alpha) / eps1_lo
+    (t, lo), n_hat = _var(s, sp["count"] * eps, ((sp["asm"] * eps, 0.0), (sp["lower"] * eps, -d)), params, rng)
+    e = sf._floor_exponent(s, sp["floor"] * eps, rng)
+    c = sf._centre(s, e, sp["centre"] * eps, rng)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.minimum(np.square(s.values - per_row_of(c, s.offsets)), DOMAIN)
+    _, _, hi_mean = sf._mean_sum(Batch(y, s.offsets), Privacy("pure", sp["squares"] * eps), Params(), rng,
+                                 1.0 - alpha / 4.0, "mean")
+    n_lo = n_hat - dlap_quantile(1.0 / (sp["count"] * eps), alpha / 4.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        hi = np.where(n_lo >= 2.0, hi_mean * n_lo / (n_lo - 1.0), np.inf)
+    hi = np.where(np.isnan(hi), np.inf, hi)
+    return t, np.minimum(lo, t), np.maximum(hi, t)
 
 
 def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, n: np.ndarray, rng: Rng) -> np.ndarray:
@@ -642,6 +703,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 
 _SRC = "seed 002 (Durfee), add/remove form"
-register(Method("var", "asymmetric", "pure", run_var, "asymmetric sensitivity mechanism, scale-free grid", source=_SRC))
+register(Method("var", "asymmetric", "pure", run_var, "asymmetric sensitivity mechanism, scale-free grid", source=_SRC,
+                interval=interval_var))
 register(Method("mean", "asymmetric", "pure", run_mean, "ASM on the sum of x - lower, / noisy count", source=_SRC))
 register(Method("sum", "asymmetric", "pure", run_sum, "ASM on the sum of x - lower, + lower * count", source=_SRC))

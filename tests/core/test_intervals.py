@@ -14,7 +14,8 @@ from dpsql.noise import Rng, discrete_laplace
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, INTERVAL_PARTS, matrix_cell, matrix_params
 
 #: (aggregate, p) of every default method with an interval
-WITH_INTERVAL = [("count", None), ("sum", None), ("mean", None), ("quantile", 0.5), ("quantile", 0.9), ("iqr", None)]
+WITH_INTERVAL = [("count", None), ("sum", None), ("mean", None), ("quantile", 0.5), ("quantile", 0.9), ("iqr", None),
+                 ("var", None)]
 
 
 @pytest.mark.parametrize("scale", [0.3, 1.0, 7.5, 1e3, 2.0**40])
@@ -59,7 +60,7 @@ def test_the_point_release_is_unchanged_by_the_interval_code():
     """Without a level the methods draw exactly what they drew before intervals existed: same seed, same
     outputs through run and through the interval's value on the post-processing methods."""
     x = list(np.random.default_rng(1).lognormal(0, 1, 3000))
-    for agg in ("mean", "sum", "count"):
+    for agg in ("mean", "sum", "count"):  # (var_ci's release spends less eps than dp_var's: another law)
         a = run(agg, Batch.from_lists([x] * 5), Params(epsilon=1.0), rng=Rng.seeded(11))
         v, lo, hi = run_interval(agg, Batch.from_lists([x] * 5), Params(epsilon=1.0), rng=Rng.seeded(11))
         np.testing.assert_array_equal(a, v)
@@ -80,7 +81,7 @@ def test_coverage_on_seeded_runs(aggregate, p):
     x = np.random.default_rng(2).normal(50.0, 10.0, 2000)
     xs = np.sort(x)
     exact = {"count": (x.size, x.size), "sum": (x.sum(), x.sum()), "mean": (x.mean(), x.mean()),
-             "iqr": (xs[1499] - xs[500], xs[1500] - xs[499])}
+             "iqr": (xs[1499] - xs[500], xs[1500] - xs[499]), "var": (x.var(), x.var(ddof=1))}
     if aggregate == "quantile":
         exact["quantile"] = (xs[int(np.ceil(p * x.size)) - 1], xs[int(np.floor(p * x.size))])
     t_lo, t_hi = exact[aggregate]
@@ -88,7 +89,9 @@ def test_coverage_on_seeded_runs(aggregate, p):
                              rng=Rng.seeded(zlib.crc32(f"cov{aggregate}{p}".encode())))
     assert not np.isnan(v).any()
     assert np.mean((lo <= t_hi) & (hi >= t_lo)) >= 0.9
-    assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+    # var's upper end comes from a mean of squares at 0.2 eps: its small-count route (no finite bound) can
+    # still be taken when the count noise is large
+    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= (0.9 if aggregate == "var" else 1.0)
 
 
 def test_small_counts_have_no_finite_bound():
