@@ -139,6 +139,8 @@ def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Seq
 def arrow_type_name(t: Any) -> str:
     """DuckDB's name for an Arrow result type, for the type line of a boxed table."""
     name = str(t)
+    if name == "struct<value: double, lo: double, hi: double>":
+        return "estimate [lo, hi]"  # a dp_*_ci release, printed through format_estimate
     return {"string": "varchar", "large_string": "varchar", "bool": "boolean", "date32[day]": "date",
             "binary": "blob"}.get(name, name.replace("[us]", "").replace("decimal128", "decimal"))
 
