@@ -32,6 +32,9 @@ from .lineage import analyse_lineage
 from .materialize import rewrite_materialize
 from .params import check_parameters
 from .partition import plan_selection, rewrite_selection
+from .pick_lists import answer_pick_lists
+from .plain import rewrite_plain_aggregates
+from .probes import answer_probes
 from .public_keys import rewrite_public_keys
 from .relations import check_relations
 from .statement import check_statement
@@ -46,6 +49,9 @@ CHECKS = (
     check_relations,  # E010 E042: registered tables of main only, one privacy unit
     check_syntax,  # E011 E012 E031 E050: closed allow-list of nodes and functions; CAST -> TRY_CAST
     rewrite_filters,  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END), before the analysis
+    answer_probes,  # zero-row probes (WHERE 1=0, LIMIT 0): answered from the schema, final, uncharged
+    answer_pick_lists,  # DISTINCT/GROUP BY of declared-key columns only: answered from the keys, final
+    rewrite_plain_aggregates,  # opt-in: COUNT/SUM/AVG over protected rows -> dp_* with the owner's epsilon
     analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
     check_joins,  # E040 E041: protected joins keep a unit's rows together
     check_fanout,  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)
@@ -73,6 +79,8 @@ class Plan:
     delta: decimal.Decimal
     mechanisms: list[dict] = field(default_factory=list)
     output_columns: list[str] = field(default_factory=list)
+    #: a zero-row probe: ``sql`` is only bound for its columns, never run; it costs nothing
+    schema_only: bool = False
 
 
 def _output_columns(ctx: Context) -> list[str]:
@@ -109,8 +117,11 @@ def plan(sql: str, catalog: Catalog) -> Plan:
     ctx = Context(sql, catalog)
     for check in CHECKS:
         check(ctx)
-    for rewrite in REWRITES:
-        rewrite(ctx)
+        if ctx.final:  # a probe or a pick-list: answered without the privacy analysis, at no cost
+            break
+    else:
+        for rewrite in REWRITES:
+            rewrite(ctx)
     columns = _output_columns(ctx)
     return Plan(
         sql=ctx.tree.sql(dialect="duckdb"),
@@ -118,4 +129,5 @@ def plan(sql: str, catalog: Catalog) -> Plan:
         delta=ctx.delta,
         mechanisms=_mechanisms(ctx),
         output_columns=columns,
+        schema_only=ctx.schema_only,
     )

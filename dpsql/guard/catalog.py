@@ -51,6 +51,9 @@ class Catalog:
     delta: float = 0.0
     max_query_epsilon: float | None = None
     max_fanout: int = 1000  # rows of a public relation one protected row may meet in a join (E043)
+    #: the data owner's opt-in for this principal (issue 19): plain COUNT/SUM/AVG over protected rows become
+    #: dp_* calls with this epsilon per call (the text of a decimal literal); None: they are refused (E021)
+    plain_aggregate_epsilon: str | None = None
 
     def get(self, name: str) -> TableInfo | None:
         return self.tables.get(name.lower())

@@ -99,6 +99,10 @@ class Context:
     private: list[exp.Select] = field(default_factory=list)  # selects reading protected rows
     delta: decimal.Decimal = decimal.Decimal(0)
     cost: decimal.Decimal = decimal.Decimal(0)
+    #: set by a pass that answers the query itself (a zero-row probe, a pick-list): the remaining checks
+    #: and rewrites are skipped and ``tree`` is what runs (or, ``schema_only``, is only bound)
+    final: bool = False
+    schema_only: bool = False
 
     @property
     def calls(self) -> list[DpCall]:

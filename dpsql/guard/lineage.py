@@ -24,9 +24,12 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType
 
 from .context import PREFIX, Aggregation, Context, ScopeInfo, dp_name, own_nodes, refuse
+from .plain import dp_alternative
 from .syntax import AGGREGATES
 
 Sources = dict[str, tuple[exp.Expression, ScopeInfo, object]]
+_PICK_LIST = (" (a pick-list is answered from declared public keys: every selected column needs them, and a "
+              "WHERE may name only those columns)")
 
 
 def table_info(ctx: Context, table: exp.Table) -> ScopeInfo:
@@ -194,18 +197,20 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
         if isinstance(node, exp.Window):
             raise refuse("050", "window functions are not allowed over protected data")
         if isinstance(node, exp.Distinct):
-            raise refuse("050", "DISTINCT is not allowed over protected data")
+            hint = _PICK_LIST if node is select.args.get("distinct") else ""
+            raise refuse("050", "DISTINCT is not allowed over protected data" + hint)
         if isinstance(node, AGGREGATES):
             if having is not None and node.find_ancestor(exp.Having) is having:
                 raise refuse("022", "HAVING may use only dp_* outputs and public group keys")
-            raise refuse("021", f"aggregate {node.sql_name()} is not differentially private; use dp_*")
+            raise refuse("021", f"aggregate {node.sql_name()} is not differentially private; "
+                                f"use {dp_alternative(node)}")
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and resolve(srcs, node) is None:
             if not (has_dp and not node.table and node.name.lower() in aliases and _post_processing(node, select)):
                 raise refuse("012", f"column {node.name!r} is unknown or ambiguous (qualify it with its table)")
     if select.args.get("qualify") is not None:
         raise refuse("050", "QUALIFY is not allowed over protected data")
     if select.args.get("distinct") is not None:
-        raise refuse("050", "DISTINCT is not allowed over protected data")
+        raise refuse("050", "DISTINCT is not allowed over protected data" + _PICK_LIST)
     if select.args.get("sample") is not None:
         raise refuse("050", "SAMPLE is not allowed over protected data")
     for _, info, source in srcs.values():
@@ -220,7 +225,7 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
     if not has_dp:
         for arg in ("group", "having"):
             if select.args.get(arg) is not None:
-                raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates")
+                raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates" + _PICK_LIST)
         for arg in ("order", "limit", "offset"):
             if select.args.get(arg) is not None:
                 raise refuse("050", f"{arg.upper()} is not allowed over protected rows")

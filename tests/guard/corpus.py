@@ -278,6 +278,46 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT dp_mean(cost, epsilon := 1, level := 0.9) FROM visits", "DPSQL-E060"),
     ("SELECT dp_iqr_ci(cost, level := 0.9) FROM visits", "DPSQL-E060"),
     ("SELECT dp_count_star_ci(cost, epsilon := 1) FROM visits", "DPSQL-E060"),
+    # issue 19: not zero-row probes (the emptiness is not in the text, or not at the outermost level) ...
+    ("SELECT * FROM visits WHERE cost < 0", "DPSQL-E020"),
+    ("SELECT * FROM visits WHERE 1 = 0 OR cost > 100", "DPSQL-E020"),
+    ("SELECT * FROM visits WHERE cost <> cost", "DPSQL-E020"),
+    ("SELECT note FROM visits WHERE 'a' = 'b' OR note = 'CANARY_7731'", "DPSQL-E020"),
+    ("SELECT * FROM visits WHERE NULL LIMIT 1", "DPSQL-E050"),
+    ("SELECT * FROM (SELECT * FROM visits LIMIT 0) AS q", "DPSQL-E050"),
+    ("SELECT note FROM visits LIMIT 0 + 0", "DPSQL-E050"),
+    ("SELECT note FROM visits LIMIT (SELECT 0)", "DPSQL-E051"),
+    ("SELECT count(*) FROM visits WHERE 1 = 0", "DPSQL-E021"),
+    ("SELECT sum(cost) FROM visits WHERE false GROUP BY ALL", "DPSQL-E021"),
+    ("SELECT note FROM visits WHERE 1 = 0 UNION ALL SELECT note FROM visits", "DPSQL-E020"),
+    # ... and probes still name only what a session may name
+    ("SELECT * FROM secrets LIMIT 0", "DPSQL-E010"),
+    ("SELECT * FROM secrets WHERE 1 = 0", "DPSQL-E010"),
+    ("SELECT * FROM read_csv('/etc/passwd') LIMIT 0", "DPSQL-E010"),
+    ("SELECT * FROM (SELECT * FROM duckdb_settings()) AS q WHERE false", "DPSQL-E010"),
+    ("SELECT getenv('HOME') FROM visits LIMIT 0", "DPSQL-E011"),
+    ("SELECT * FROM visits v, (SELECT * FROM data.main.visits) w LIMIT 0", "DPSQL-E010"),
+    # issue 19: not pick-lists of declared public keys
+    ("SELECT DISTINCT note FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT patient_id FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic, note FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic FROM visits WHERE cost > 50", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic FROM visits WHERE note = 'CANARY_7731'", "DPSQL-E050"),
+    ("SELECT clinic FROM visits WHERE patient_id = 1000 GROUP BY clinic", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic FROM visits ORDER BY cost", "DPSQL-E050"),
+    ("SELECT clinic FROM visits GROUP BY clinic, note", "DPSQL-E050"),
+    ("SELECT DISTINCT upper(clinic) FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT ON (clinic) clinic FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT * FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT v.clinic FROM visits v JOIN clinics c ON v.clinic = c.clinic", "DPSQL-E050"),
+    ("WITH x AS (SELECT * FROM visits WHERE cost > 50) SELECT DISTINCT clinic FROM x", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic FROM visits WHERE clinic IN (SELECT clinic FROM visits WHERE note = 'x')",
+     "DPSQL-E051"),
+    ("SELECT clinic FROM visits GROUP BY clinic HAVING count(*) > 1", "DPSQL-E022"),
+    ("SELECT clinic FROM visits", "DPSQL-E020"),
+    # issue 19: plain aggregates without the data owner's opt-in (the message names the dp_* form)
+    ("SELECT avg(cost) FROM visits", "DPSQL-E021"),
+    ("SELECT clinic, COUNT(*) AS count FROM visits GROUP BY clinic ORDER BY count DESC LIMIT 100", "DPSQL-E021"),
 ]
 
 EXTENDED: list[tuple[str, str]] = [
@@ -354,4 +394,57 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT * FROM (SELECT clinic, dp_count_ci(*, epsilon := 0.1) AS r FROM visits GROUP BY ALL) ORDER BY clinic",
      "0.3"),
     ("SELECT r.value, r.hi - r.lo AS width FROM (SELECT dp_count_ci(*, epsilon := 0.1) AS r FROM visits)", "0.3"),
+]
+
+#: zero-row probes (issue 19), answered from the schema on ``hospital_catalog(cap=1)``: ``schema_only``,
+#: cost 0, whatever the inner query (accepted, refused by the privacy checks, or over the per-query cap)
+PROBES: list[str] = [
+    "SELECT * FROM visits WHERE 1=0",
+    "SELECT * FROM visits WHERE false",
+    "SELECT * FROM main.visits LIMIT 0",
+    "SELECT patient_id, note FROM visits WHERE (NOT true)",
+    "SELECT * FROM visits WHERE cost > 5 AND 1 = 2",
+    "SELECT * FROM visits LIMIT 0 OFFSET 10",
+    "SELECT note FROM visits WHERE 'a' <> 'a' ORDER BY note",
+    "SELECT clinic FROM visits WHERE 1 = 0 GROUP BY clinic",
+    "SELECT * FROM (SELECT clinic, dp_count(*, epsilon := 0.1) AS n FROM visits GROUP BY clinic) AS q LIMIT 0",
+    "SELECT * FROM (SELECT clinic, dp_mean(cost, epsilon := 5) AS m FROM visits GROUP BY clinic) AS q WHERE 1=0",
+    "SELECT * FROM (SELECT note, cost FROM visits WHERE note = 'CANARY_7731') AS q LIMIT 0",
+    "SELECT * FROM (SELECT clinic, avg(cost) AS a FROM visits GROUP BY clinic) AS q WHERE 1=0",
+    "SELECT * FROM (SELECT * FROM visits v JOIN clinics c USING (clinic)) AS q LIMIT 0",
+    "SELECT name FROM clinics WHERE false",
+    "SELECT note FROM visits WHERE false UNION ALL SELECT name FROM clinics LIMIT 0",
+    "SELECT note FROM visits WHERE 1 = 0 UNION ALL SELECT note FROM visits WHERE false",
+    "WITH x AS (SELECT * FROM visits) SELECT * FROM x LIMIT 0",
+    "SELECT dp_count_ci(*, epsilon := 0.1) AS n, dp_count(*, epsilon := 0.1) FROM visits LIMIT 0",
+]
+
+#: pick-lists answered from the declared keys (issue 19): ``(sql, rows)`` on ``extended_catalog()``; the data
+#: of ``conftest.hospital`` also hold clinic 'D' (not declared): the answer is the declared domain
+PICK_LISTS: list[tuple[str, list[tuple]]] = [
+    ("SELECT DISTINCT clinic FROM visits", [("A",), ("B",), ("C",)]),
+    ("SELECT clinic FROM main.visits GROUP BY clinic ORDER BY clinic LIMIT 1000", [("A",), ("B",), ("C",)]),
+    ("SELECT DISTINCT v.clinic AS c FROM visits AS v ORDER BY c DESC", [("C",), ("B",), ("A",)]),
+    ("SELECT DISTINCT clinic FROM visits WHERE clinic <> 'B' ORDER BY 1", [("A",), ("C",)]),
+    ("SELECT clinic FROM visits GROUP BY 1 ORDER BY 1 LIMIT 2 OFFSET 1", [("B",), ("C",)]),
+    ("SELECT DISTINCT kind FROM events ORDER BY kind", [("x",), ("y",)]),
+    ("SELECT kind FROM events WHERE kind LIKE 'y%' GROUP BY kind", [("y",)]),
+]
+
+#: plain aggregates under the data owner's opt-in of epsilon 0.1 per call (issue 19): ``(sql, the dp_* query
+#: it must cost exactly like)`` on ``hospital_catalog()`` with ``plain_aggregate_epsilon="0.1"``
+PLAIN: list[tuple[str, str]] = [
+    ("SELECT COUNT(*) AS count FROM visits", "SELECT dp_count_star(epsilon := 0.1) AS count FROM visits"),
+    ("SELECT clinic, AVG(cost) AS avg_cost FROM visits GROUP BY clinic ORDER BY clinic",
+     "SELECT clinic, dp_mean(cost, epsilon := 0.1) AS avg_cost FROM visits GROUP BY clinic ORDER BY clinic"),
+    ("SELECT clinic, COUNT(*) AS count FROM visits GROUP BY clinic ORDER BY COUNT(*) DESC LIMIT 10000",
+     "SELECT clinic, dp_count_star(epsilon := 0.1) AS count FROM visits GROUP BY clinic ORDER BY 2 DESC LIMIT 10000"),
+    ("SELECT sum(cost), count(note) FROM visits WHERE cost > 10",
+     'SELECT dp_sum(cost, epsilon := 0.1) AS "sum(cost)", dp_count(note, epsilon := 0.1) AS "count(note)" '
+     "FROM visits WHERE cost > 10"),
+    ("SELECT clinic, sum(cost) AS s FROM visits GROUP BY clinic HAVING sum(cost) > 100",
+     "SELECT clinic, dp_sum(cost, epsilon := 0.1) AS s FROM visits GROUP BY clinic HAVING s > 100"),
+    ("SELECT avg(c) AS m FROM (SELECT cost * 2 AS c, patient_id FROM visits) AS t",
+     "SELECT dp_mean(c, epsilon := 0.1) AS m FROM (SELECT cost * 2 AS c, patient_id FROM visits) AS t"),
+    ("SELECT count(*) AS n FROM clinics", "SELECT count(*) AS n FROM clinics"),
 ]
