@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import click
@@ -127,10 +128,13 @@ def query(db: str, sql: str, analyst: str, fmt: str, fresh: bool) -> None:
 @click.option("--latency-quantum", default=0.25, show_default=True, type=float,
               help="Seconds: every guarded answer leaves at a whole number of quanta after the query arrived, "
                    "so its timing says less about the data (0: no padding).")
+@click.option("--database-name", metavar="NAME",
+              help="The database name clients see (\\l, current_database()); default: DB's file name without "
+                   "its extension.")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | None, allow_plaintext: bool,
           auth: str, passwords: str | None, statement_timeout: float, latency_quantum: float,
-          verbose: bool) -> None:
+          database_name: str | None, verbose: bool) -> None:
     """Serve guarded sessions over the PostgreSQL wire protocol (psql, JDBC, SQLAlchemy, BI tools)."""
     import dpsql
 
@@ -159,7 +163,7 @@ def serve(db: str, host: str, port: int, tls_cert: str | None, tls_key: str | No
     _serve(lambda user: dpsql.connect(db, analyst=user, timeout=timeout, latency_quantum=quantum), on_ready=ready,
            host=host, port=port,
            passwords=store,
-           auth=auth, ssl_context=ctx, require_tls=not allow_plaintext, database_name=os.path.basename(db))
+           auth=auth, ssl_context=ctx, require_tls=not allow_plaintext, database_name=database_name or Path(db).stem)
 
 
 @main.group()

@@ -12,6 +12,7 @@ Time, row and memory caps bound what an allowed statement can still cost.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -105,7 +106,11 @@ CREATE TABLE pg_proc (oid BIGINT, proname VARCHAR, pronamespace BIGINT, proowner
   procost REAL, prorows REAL, provariadic BIGINT, prosupport VARCHAR, prokind VARCHAR, prosecdef BOOLEAN,
   proleakproof BOOLEAN, proisstrict BOOLEAN, proretset BOOLEAN, provolatile VARCHAR, proparallel VARCHAR,
   pronargs SMALLINT, pronargdefaults SMALLINT, prorettype BIGINT, proargtypes BIGINT[], proallargtypes BIGINT[],
-  proargmodes VARCHAR[], proargnames VARCHAR[], prosrc VARCHAR, probin VARCHAR);
+  proargmodes VARCHAR[], proargnames VARCHAR[], prosrc VARCHAR, probin VARCHAR, proargdefaults VARCHAR,
+  proconfig VARCHAR[], proacl VARCHAR[], proisagg BOOLEAN, proiswindow BOOLEAN);
+CREATE TABLE pg_language (oid BIGINT, lanname VARCHAR, lanowner BIGINT, lanispl BOOLEAN, lanpltrusted BOOLEAN,
+  lanplcallfoid BIGINT, laninline BIGINT, lanvalidator BIGINT, lanacl VARCHAR[]);
+CREATE TABLE _dpsql_proc (oid BIGINT, result VARCHAR, arguments VARCHAR, identity VARCHAR);
 CREATE TABLE pg_trigger (oid BIGINT, tgrelid BIGINT, tgparentid BIGINT, tgname VARCHAR, tgfoid BIGINT,
   tgtype SMALLINT, tgenabled VARCHAR, tgisinternal BOOLEAN, tgconstrrelid BIGINT, tgconstraint BIGINT);
 CREATE TABLE pg_rewrite (oid BIGINT, rulename VARCHAR, ev_class BIGINT, ev_type VARCHAR, ev_enabled VARCHAR,
@@ -165,8 +170,16 @@ CREATE TABLE information_schema_columns (table_catalog VARCHAR, table_schema VAR
   datetime_precision INTEGER, udt_catalog VARCHAR, udt_schema VARCHAR, udt_name VARCHAR,
   is_identity VARCHAR, is_generated VARCHAR, is_updatable VARCHAR, column_comment VARCHAR);
 CREATE VIEW information_schema_views AS SELECT * FROM information_schema_tables WHERE false;
-CREATE TABLE information_schema_routines (routine_catalog VARCHAR, routine_schema VARCHAR, routine_name VARCHAR,
-  specific_name VARCHAR, routine_type VARCHAR, data_type VARCHAR);
+CREATE TABLE information_schema_routines (specific_catalog VARCHAR, specific_schema VARCHAR,
+  specific_name VARCHAR, routine_catalog VARCHAR, routine_schema VARCHAR, routine_name VARCHAR,
+  routine_type VARCHAR, data_type VARCHAR, type_udt_catalog VARCHAR, type_udt_schema VARCHAR,
+  type_udt_name VARCHAR, routine_body VARCHAR, routine_definition VARCHAR, external_language VARCHAR,
+  parameter_style VARCHAR, is_deterministic VARCHAR, sql_data_access VARCHAR, is_null_call VARCHAR,
+  security_type VARCHAR);
+CREATE TABLE information_schema_parameters (specific_catalog VARCHAR, specific_schema VARCHAR,
+  specific_name VARCHAR, ordinal_position INTEGER, parameter_mode VARCHAR, is_result VARCHAR,
+  as_locator VARCHAR, parameter_name VARCHAR, data_type VARCHAR, udt_catalog VARCHAR, udt_schema VARCHAR,
+  udt_name VARCHAR, parameter_default VARCHAR);
 CREATE TABLE pg_indexes (schemaname VARCHAR, tablename VARCHAR, indexname VARCHAR, tablespace VARCHAR,
   indexdef VARCHAR);
 CREATE TABLE pg_cursors (name VARCHAR, statement VARCHAR, is_holdable BOOLEAN, is_binary BOOLEAN,
@@ -178,13 +191,22 @@ CREATE MACRO pg_type_is_visible(r) AS true;
 CREATE MACRO pg_function_is_visible(r) AS true;
 CREATE MACRO pg_encoding_to_char(e) AS 'UTF8';
 CREATE MACRO format_type(ty, md) AS coalesce((SELECT _format FROM pg_type WHERE oid = ty), '???');
-CREATE MACRO pg_get_expr(e, r) AS NULL::VARCHAR, (e, r, p) AS NULL::VARCHAR;
+CREATE MACRO pg_get_expr(e, r) AS e::VARCHAR, (e, r, p) AS e::VARCHAR;
 CREATE MACRO pg_get_indexdef(i) AS NULL::VARCHAR, (i, c, p) AS NULL::VARCHAR;
 CREATE MACRO pg_get_constraintdef(c) AS NULL::VARCHAR, (c, p) AS NULL::VARCHAR;
 CREATE MACRO pg_get_viewdef(v) AS NULL::VARCHAR, (v, p) AS NULL::VARCHAR;
-CREATE MACRO pg_get_function_result(f) AS NULL::VARCHAR;
-CREATE MACRO pg_get_function_arguments(f) AS NULL::VARCHAR;
-CREATE MACRO pg_get_function_identity_arguments(f) AS NULL::VARCHAR;
+CREATE MACRO pg_get_function_result(f) AS (SELECT first(result) FROM _dpsql_proc WHERE oid = f);
+CREATE MACRO pg_get_function_arguments(f) AS (SELECT first(arguments) FROM _dpsql_proc WHERE oid = f);
+CREATE MACRO pg_get_function_identity_arguments(f) AS (SELECT first(identity) FROM _dpsql_proc WHERE oid = f);
+CREATE MACRO _regtypes(a) AS (SELECT list(coalesce(t._format, '???') ORDER BY u.i) FROM (SELECT unnest(a) AS o,
+  generate_subscripts(a, 1) AS i) u LEFT JOIN pg_type t ON t.oid = u.o);
+CREATE MACRO current_database() AS (SELECT first(datname) FROM pg_database);
+CREATE MACRO current_catalog() AS (SELECT first(datname) FROM pg_database);
+CREATE MACRO current_user() AS (SELECT first(rolname) FROM pg_roles);
+CREATE MACRO session_user() AS (SELECT first(rolname) FROM pg_roles);
+CREATE MACRO current_role() AS (SELECT first(rolname) FROM pg_roles);
+CREATE MACRO current_schemas(implicit) AS CASE WHEN implicit THEN ['pg_catalog', 'main', 'public']
+  ELSE ['main', 'public'] END;
 CREATE MACRO pg_get_triggerdef(f) AS NULL::VARCHAR, (f, p) AS NULL::VARCHAR;
 CREATE MACRO pg_get_ruledef(f) AS NULL::VARCHAR, (f, p) AS NULL::VARCHAR;
 CREATE MACRO pg_get_partkeydef(f) AS NULL::VARCHAR;
@@ -234,7 +256,89 @@ SETTINGS: dict[str, str] = {
     "max_connections": "100", "block_size": "8192", "ssl": "off",
 }
 
+_NUMERIC_ARRAY_TYPES = {"int2", "int4", "int8", "smallint", "integer", "int", "bigint", "oid", "float4", "float8",
+                        "real", "numeric", "regtype", "regclass", "regproc", "regnamespace", "double precision"}
+_ARRAY_TEXT = r"'\{((?:[^'{}]|'')*)\}'"
+_ARRAY_TYPE = r"\s*::\s*(?:pg_catalog\s*\.\s*)?(\"?[a-z]\w*\"?(?:\s+precision|\s+varying)?)\s*\[\s*\]"
+
+
+def _array_items(body: str) -> list[str | None] | None:
+    """The elements of a one-dimensional PostgreSQL array literal's body (``r,p,"a b",NULL``); None when it is
+    not one (nested, or a stray quote)."""
+    items: list[str | None] = []
+    if not body.strip():
+        return items
+    i, n = 0, len(body)
+    while True:
+        while i < n and body[i].isspace():
+            i += 1
+        if i < n and body[i] == '"':
+            j, chars = i + 1, []
+            while j < n and body[j] != '"':
+                if body[j] == "\\" and j + 1 < n:
+                    j += 1
+                chars.append(body[j])
+                j += 1
+            if j >= n:
+                return None
+            items.append("".join(chars))
+            i = j + 1
+            while i < n and body[i].isspace():
+                i += 1
+        else:
+            j = i
+            while j < n and body[j] not in ',"{}':
+                j += 1
+            if j < n and body[j] != ",":
+                return None
+            bare = body[i:j].strip()
+            items.append(None if bare.upper() == "NULL" else bare)
+            i = j
+        if i >= n:
+            return items
+        if body[i] != ",":
+            return None
+        i += 1
+
+
+def _pg_array(body: str, elem_type: str | None) -> str | None:
+    """A PostgreSQL array literal's body as a DuckDB list literal (numbers for a numeric ``elem_type``, else
+    strings); None when it is not one, and the text is then left as it is."""
+    items = _array_items(body.replace("''", "'"))
+    if items is None:
+        return None
+    numeric = (elem_type or "").strip('"').lower() in _NUMERIC_ARRAY_TYPES
+    out = []
+    for item in items:
+        if item is None:
+            out.append("NULL")
+        elif numeric and re.fullmatch(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?", item):
+            out.append(item)
+        elif numeric:
+            return None
+        else:
+            out.append("'" + item.replace("'", "''") + "'")
+    return "[" + ", ".join(out) + "]"
+
+
+def _array_cast(m: re.Match[str]) -> str:
+    return _pg_array(m.group(1), m.group(2)) or m.group(0)
+
+
+def _array_operand(m: re.Match[str]) -> str:
+    listed = _pg_array(m.group(2), None)
+    return f"{m.group(1)}({listed})" if listed else m.group(0)
+
+
 _REWRITES = [
+    # PostgreSQL array literals, which DuckDB cannot cast from text: '{r,p}'::"char"[] and = ANY('{r,p,f}')
+    # (pgcli's \dt, \dv, \d and its completion lists) become list literals ['r', 'p', 'f']
+    (re.compile(_ARRAY_TEXT + _ARRAY_TYPE, re.I), _array_cast),
+    (re.compile(r"\b(ANY|ALL|SOME)\s*\(\s*" + _ARRAY_TEXT + r"\s*\)", re.I), _array_operand),
+    # x::regtype::text is the type's name (pgcli's column and function types), x::regtype[] a list of names
+    (re.compile(r"([\w.\"]+)\s*::\s*(?:pg_catalog\s*\.\s*)?regtype\s*::\s*(?:pg_catalog\s*\.\s*)?"
+                r"(?:text|varchar|name)\b(?!\s*\[)", re.I), r"format_type(\1, NULL)"),
+    (re.compile(r"([\w.\"]+)\s*::\s*(?:pg_catalog\s*\.\s*)?regtype\s*\[\s*\]", re.I), r"_regtypes(\1)"),
     (re.compile(r"OPERATOR\s*\(\s*(?:pg_catalog\s*\.\s*)?([^)\s]+)\s*\)", re.I), r"\1"),
     (re.compile(r"\s+COLLATE\s+(?:pg_catalog\s*\.\s*)?\"?(default|C|POSIX)\"?", re.I), ""),
     (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b", re.I), lambda m: _regclass(m.group(1))),
@@ -277,6 +381,82 @@ def _name_parts(name: str) -> tuple[str, str]:
     return "main", name
 
 
+def table_comment(ti: Any) -> str:
+    """The comment (``obj_description``) that tells a tool whether a table is protected and how to query it."""
+    if getattr(ti, "kind", "protected") == "public":
+        return "dpsql: public table"
+    unit = getattr(ti, "privacy_unit", None)
+    return f"dpsql: protected, {f'privacy unit {unit}' if unit else 'each row is a privacy unit'}; use dp_* aggregates"
+
+
+def column_comments(ti: Any) -> dict[str, str]:
+    """Column comments (``col_description``): the privacy unit and the columns with declared public keys."""
+    out = {col: f"dpsql: public keys declared ({len(keys)} values); GROUP BY it to get every key"
+           for col, keys in (getattr(ti, "public_keys", None) or {}).items()}
+    unit = getattr(ti, "privacy_unit", None)
+    if unit:
+        out[unit] = "dpsql: privacy unit"
+    return out
+
+
+ANYELEMENT, RECORD, TRIGGER, VOID = 2283, 2249, 2279, 2278
+#: pseudo-types clients name in catalog queries (pgcli: ``prorettype::regtype != 'trigger'::regtype``)
+PSEUDO_TYPES = {ANYELEMENT: "anyelement", RECORD: "record", TRIGGER: "trigger", VOID: "void", 2276: "any"}
+_FORMAT.update(PSEUDO_TYPES)
+FIRST_PROC_OID = 90000  # pg_proc oids of the dp_* functions (tables take FIRST_TABLE_OID + 2i)
+_PROC_ARG_TYPES = {"method": t.TEXT}  # any other named argument is a number (epsilon, p, lower, level ...)
+
+
+@dataclasses.dataclass(frozen=True)
+class DpFunction:
+    """One dp_* aggregate as pg_proc and information_schema.routines list it."""
+
+    name: str
+    args: tuple[tuple[str, int, str | None], ...]  # (name, type oid, default expression or None)
+    result: int
+    description: str
+
+    def arguments(self, defaults: bool = True) -> str:
+        """``pg_get_function_arguments`` (with defaults) or ``..._identity_arguments`` (without)."""
+        return ", ".join(f"{n} {_FORMAT[o]}" + (f" DEFAULT {d}" if d is not None and defaults else "")
+                         for n, o, d in self.args)
+
+
+@functools.lru_cache(maxsize=1)
+def dp_functions() -> tuple[DpFunction, ...]:
+    """The dp_* aggregates: names from ``dpsql.duck.AGGREGATE_FUNCTIONS`` (the single source), argument names
+    and defaults from the macros in sql/macros.sql (a name missing there is listed with one argument x)."""
+    from ..duck import AGGREGATE_FUNCTIONS, CI_SUFFIX, DEFAULT_LEVEL, plain_function
+    from ..sqlfiles import read_sql
+
+    try:
+        text = read_sql("macros.sql")
+    except OSError:
+        text = ""
+    signatures = {m.group(1).lower(): m.group(2) for m in
+                  re.finditer(r"MACRO\s+(dp_\w+)\s*\(([^)]*)\)\s+AS\b", text, re.I)}
+    out = []
+    for name in sorted(AGGREGATE_FUNCTIONS):
+        plain = plain_function(name)
+        args = []
+        for part in signatures.get(name, "x").split(","):
+            arg, _, default = (s.strip() for s in part.partition(":="))
+            if not arg:
+                continue
+            oid = ANYELEMENT if arg == "x" and plain == "dp_count" else _PROC_ARG_TYPES.get(arg, t.FLOAT8)
+            if default.upper() == "NULL":
+                default = f"NULL::{_FORMAT[oid]}"
+            args.append((arg, oid, default or None))
+        what = plain.removeprefix("dp_").replace("_", " ")
+        if name.endswith(CI_SUFFIX):
+            desc = (f"dpsql: differentially private {what} with its {DEFAULT_LEVEL:.0%} interval (level :=), "
+                    "value, lo and hi as JSON text; charged like " + plain)
+        else:
+            desc = f"dpsql: differentially private {what}; charged to your budget (epsilon := ...)"
+        out.append(DpFunction(name, tuple(args), t.TEXT if name.endswith(CI_SUFFIX) else t.FLOAT8, desc))
+    return tuple(out)
+
+
 #: The relations the catalog route may read: the ones _DDL creates (pg_catalog names unqualified,
 #: information_schema.x as information_schema_x after rewrite()), minus dpsql's own settings table.
 CATALOG_RELATIONS: frozenset[str] = frozenset(
@@ -300,6 +480,8 @@ CATALOG_FUNCTIONS: frozenset[str] = frozenset({
     "quote_ident", "obj_description", "col_description", "shobj_description", "current_setting", "array_lower",
     "array_upper", "to_regtype", "to_regclass", "json_build_object", "pg_relation_is_publishable",
     "pg_postmaster_start_time",
+    # dpsql's own helper, introduced by rewrite() for pgcli's x::regtype[] (a list of type names)
+    "_regtypes",
     # session information: SQLAlchemy and psql (current_schema, current_database), pgcli (current_schemas)
     "current_schema", "current_schemas", "current_database", "current_catalog", "current_user", "session_user",
     # scalar functions in client catalog queries: pgJDBC (nullif), psql \\l \\dp \\du (array_to_string),
@@ -336,6 +518,14 @@ CATALOG_MEMORY = "64MB"  # memory of the catalog's DuckDB (one thread)
 CATALOG_MAX_SQL = 32_768  # characters of a catalog statement (the longest a client sent: about 3,200)
 CATALOG_VALUES = 1_000  # rows of a VALUES list
 CATALOG_SERIES = 1_000  # largest literal bound of generate_series()
+
+
+class CatalogLimit(Exception):
+    """A catalog query stopped by a limit (time or memory): reported as an error with this SQLSTATE."""
+
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate, self.message = sqlstate, message
 
 
 def _refuse(reason: str) -> PrivacyError:
@@ -442,6 +632,7 @@ class Catalog:
         self.user = user
         self._con: duckdb.DuckDBPyConnection | None = None
         self._existing: frozenset[str] = frozenset()
+        self._schemas: dict[str, pa.Schema] = {}
 
     # ------------------------------------------------------------------ routing
     def handles(self, sql: str) -> bool:
@@ -501,7 +692,13 @@ class Catalog:
         types += [[arr, "_" + name, 11, 10, -1, False, "b", "A", False, True, ",", 0, oid, 0, None, None, None,
                    None, None, None, None, "i", "x", False, 0, -1, 0, 0, None, None, None,
                    _FORMAT.get(oid, name) + "[]"] for oid, (name, _size, arr) in t.TYPE_INFO.items() if arr]
+        types += [[oid, name, 11, 10, 4 if oid != 2276 else -1, True, "p", "P", False, True, ",", 0, 0, 0, None,
+                   None, None, None, None, None, None, "i", "p", False, 0, -1, 0, 0, None, None, None, name]
+                  for oid, name in PSEUDO_TYPES.items()]
         con.executemany("INSERT INTO pg_type VALUES (" + ", ".join("?" * 32) + ")", types)
+        con.executemany("INSERT INTO pg_language (oid, lanname, lanowner, lanispl, lanpltrusted) VALUES "
+                        "(?, ?, 10, false, ?)", [[12, "internal", False], [13, "c", False], [14, "sql", True]])
+        self._fill_functions(con)
         for i, ti in enumerate(self.tables):
             schema, name = _name_parts(ti.name)
             ns = NAMESPACE_OID.get(schema, NAMESPACE_OID["main"])
@@ -510,9 +707,7 @@ class Catalog:
             con.execute("INSERT INTO pg_class VALUES (?, ?, ?, ?, 0, 10, 2, ?, 0, 0, -1, 0, 0, false, false, 'p', "
                         "'r', ?, 0, false, false, false, false, false, true, 'd', false, 0, 0, 0, NULL, NULL, "
                         "NULL, false)", [oid, name, ns, oid + 1, oid, len(cols)])
-            kind = getattr(ti, "kind", "protected")
-            unit = getattr(ti, "privacy_unit", None)
-            comment = f"dpsql {kind} table" + (f" (privacy unit: {unit})" if unit else "")
+            comment, col_comments = table_comment(ti), column_comments(ti)
             con.execute("INSERT INTO pg_description VALUES (?, 1259, 0, ?)", [oid, comment])
             con.execute("INSERT INTO information_schema_tables VALUES (?, ?, ?, 'BASE TABLE', NULL, NULL, NULL, "
                         "NULL, NULL, 'NO', 'NO', NULL, ?)", [self.database, schema, name, comment])
@@ -526,21 +721,56 @@ class Catalog:
                             "false, false, false, '', '', false, true, 0, 0, NULL, NULL, NULL, NULL)",
                             [oid, col, toid, t.type_size(toid), num, typmod])
                 con.execute("INSERT INTO information_schema_columns VALUES (?, ?, ?, ?, ?, NULL, 'YES', ?, NULL, "
-                            "NULL, NULL, NULL, NULL, NULL, ?, 'pg_catalog', ?, 'NO', 'NEVER', 'NO', NULL)",
+                            "NULL, NULL, NULL, NULL, NULL, ?, 'pg_catalog', ?, 'NO', 'NEVER', 'NO', ?)",
                             [self.database, schema, name, col, num, _FORMAT.get(toid, "text"), self.database,
-                             t.TYPE_INFO.get(toid, ("text",))[0]])
+                             t.TYPE_INFO.get(toid, ("text",))[0], col_comments.get(col)])
+                if col in col_comments:
+                    con.execute("INSERT INTO pg_description VALUES (?, 1259, ?, ?)", [oid, num, col_comments[col]])
         con.execute("INSERT INTO information_schema_schemata SELECT ?, nspname, 'dpsql' FROM pg_namespace",
                     [self.database])
 
-    def execute(self, sql: str) -> pa.Table:
-        """Run a catalog query if :func:`check` allows it (else PrivacyError E010); a statement the emulation
-        cannot answer gives an empty result, not an error.
+    def _fill_functions(self, con: duckdb.DuckDBPyConnection) -> None:
+        """pg_proc, information_schema.routines/parameters and descriptions of the dp_* aggregates, in schema
+        public, where PostgreSQL keeps user functions (pgcli suggests unqualified functions of public only)."""
+        ns = NAMESPACE_OID["public"]
+        for i, fn in enumerate(dp_functions()):
+            oid = FIRST_PROC_OID + i
+            defaults = [d for _, _, d in fn.args if d is not None]
+            con.execute("INSERT INTO pg_proc (oid, proname, pronamespace, proowner, prolang, procost, prorows, "
+                        "provariadic, prosupport, prokind, prosecdef, proleakproof, proisstrict, proretset, "
+                        "provolatile, proparallel, pronargs, pronargdefaults, prorettype, proargtypes, proargnames, "
+                        "prosrc, proargdefaults, proisagg, proiswindow) VALUES (?, ?, ?, 10, 14, 1, 0, 0, '-', 'a', "
+                        "false, false, false, false, 'v', 'u', ?, ?, ?, ?, ?, 'aggregate_dummy', ?, true, false)",
+                        [oid, fn.name, ns, len(fn.args), len(defaults), fn.result, [o for _, o, _ in fn.args],
+                         [n for n, _, _ in fn.args], ", ".join(defaults) or None])
+            con.execute("INSERT INTO _dpsql_proc VALUES (?, ?, ?, ?)",
+                        [oid, _FORMAT[fn.result], fn.arguments(), fn.arguments(defaults=False)])
+            con.execute("INSERT INTO pg_description VALUES (?, 1255, 0, ?)", [oid, fn.description])
+            specific = f"{fn.name}_{oid}"
+            # routine_type is NULL for an aggregate, as in PostgreSQL (harlequin labels those 'agg')
+            con.execute("INSERT INTO information_schema_routines VALUES (?, 'public', ?, ?, 'public', ?, NULL, ?, ?, "
+                        "'pg_catalog', ?, 'EXTERNAL', NULL, 'SQL', 'GENERAL', 'NO', 'READS', 'YES', 'INVOKER')",
+                        [self.database, specific, self.database, fn.name, _FORMAT[fn.result], self.database,
+                         t.TYPE_INFO.get(fn.result, ("text",))[0]])
+            for pos, (arg, aoid, default) in enumerate(fn.args, start=1):
+                con.execute("INSERT INTO information_schema_parameters VALUES (?, 'public', ?, ?, 'IN', 'NO', 'NO', ?, "
+                            "?, ?, 'pg_catalog', ?, ?)",
+                            [self.database, specific, pos, arg, _FORMAT[aoid], self.database,
+                             t.TYPE_INFO.get(aoid, (PSEUDO_TYPES.get(aoid, "text"),))[0], default])
 
-        At most CATALOG_SECONDS of work (then DuckDB is interrupted), CATALOG_ROWS rows and CATALOG_MEMORY: the
-        route is uncharged, so even an allowed statement must not be a free CPU or memory sink."""
+    def execute(self, sql: str) -> pa.Table:
+        """Run a catalog query if :func:`check` allows it (else PrivacyError E010).
+
+        A statement the emulation cannot answer (DuckDB fails to bind or run it: a column, function or syntax
+        the emulation lacks) gets a typed empty result with the columns it asks for (:meth:`_empty_answer`):
+        it asks about things dpsql does not have, and clients such as pgcli iterate over whatever comes back.
+        A statement stopped by a limit is an error (CatalogLimit), not an empty answer, so that a tool never
+        mistakes a cut-off for "no tables".  At most CATALOG_SECONDS of work (then DuckDB is interrupted),
+        CATALOG_ROWS rows and CATALOG_MEMORY: the route is uncharged, so even an allowed statement must not be
+        a free CPU or memory sink."""
         base = self._connection()
         try:
-            check(sql, existing=self._existing)
+            tree = check(sql, existing=self._existing)
         except PrivacyError as e:
             log.info("catalog route refused (%s): %s", e.message, sql[:2000])
             raise
@@ -549,9 +779,15 @@ class Catalog:
         timer.start()
         try:
             return con.sql(rewrite(sql)).limit(CATALOG_ROWS).to_arrow_table()
+        except duckdb.InterruptException:
+            log.info("catalog query stopped after %s s: %s", CATALOG_SECONDS, sql[:2000])
+            raise CatalogLimit("57014", f"catalog query stopped: it ran longer than {CATALOG_SECONDS:g} s") from None
+        except duckdb.OutOfMemoryException:
+            log.info("catalog query stopped at the memory limit: %s", sql[:2000])
+            raise CatalogLimit("53200", f"catalog query stopped: it needed more than {CATALOG_MEMORY}") from None
         except duckdb.Error as e:
             log.info("catalog query answered empty (%s): %s", str(e).splitlines()[0][:300], sql)
-            return pa.table({})
+            return self._empty_answer(tree)
         finally:
             timer.cancel()
             con.close()
@@ -560,3 +796,68 @@ class Catalog:
         """(name, oid) of the columns a catalog query returns."""
         table = self.execute(sql)
         return [(f.name, t.oid_for_arrow(f.type)) for f in table.schema]
+
+    def set_cursors(self, cursors: Iterable[tuple[str, str, bool, bool, bool]]) -> None:
+        """The connection's open cursors as pg_cursors lists them: (name, statement, holdable, binary,
+        scrollable)."""
+        con = self._connection()
+        con.execute("DELETE FROM pg_cursors")
+        rows = [[*c, None] for c in cursors]
+        if rows:
+            con.executemany("INSERT INTO pg_cursors VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    # ------------------------------------------------------------------ typed empty answers
+    def _relation_schema(self, name: str) -> pa.Schema | None:
+        if name not in CATALOG_RELATIONS:
+            return None
+        schema = self._schemas.get(name)
+        if schema is None:
+            schema = self._schemas[name] = self._connection().sql(f"SELECT * FROM {name} LIMIT 0").to_arrow_table(
+                ).schema
+        return schema
+
+    def _empty_answer(self, tree: exp.Expression) -> pa.Table:
+        """A zero-row table with the columns a failed catalog query asks for: names from its select list,
+        types from the emulated relation a column comes from, a cast, a literal or a predicate (text
+        otherwise); ``*`` expands to the columns of the catalog relations it reads."""
+        select = tree
+        while isinstance(select, exp.SetOperation | exp.Subquery):
+            select = select.this
+        if not isinstance(select, exp.Select):
+            return pa.table({})
+        sources: dict[str, pa.Schema] = {}
+        for table in select.find_all(exp.Table):
+            if table.parent_select is select and (schema := self._relation_schema(table.name.lower())) is not None:
+                sources[table.alias_or_name.lower()] = schema
+        fields: list[pa.Field] = []
+        for e in select.expressions:
+            star = isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+            if star:
+                qual = e.table.lower() if isinstance(e, exp.Column) else ""
+                fields += [f for a, sch in sources.items() if not qual or a == qual for f in sch]
+                continue
+            fields.append(pa.field(e.alias_or_name or "?column?", self._guess_type(e, sources)))
+        return pa.schema(fields).empty_table()
+
+    @staticmethod
+    def _guess_type(e: exp.Expression, sources: dict[str, pa.Schema]) -> pa.DataType:
+        e = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(e, exp.Cast):
+            kind = e.to.this
+            if kind in exp.DataType.INTEGER_TYPES:
+                return pa.int64()
+            if kind in exp.DataType.REAL_TYPES:
+                return pa.float64()
+            return pa.bool_() if kind == exp.DataType.Type.BOOLEAN else pa.string()
+        if isinstance(e, exp.Column):
+            for alias, schema in sources.items():
+                if (not e.table or e.table.lower() == alias) and e.name in schema.names:
+                    return schema.field(e.name).type
+            return pa.string()
+        if isinstance(e, exp.Literal):
+            return pa.string() if e.is_string else (pa.int32() if e.is_int else pa.float64())
+        if isinstance(e, exp.Predicate | exp.Connector | exp.Not | exp.Boolean):
+            return pa.bool_()
+        if isinstance(e, exp.Count):
+            return pa.int64()
+        return pa.string()

@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import PrivacyError
 from . import types as t
 from .auth import MECHANISM, PasswordStore, ScramExchange, mock_verifier
-from .catalog import SETTINGS, Catalog
+from .catalog import SETTINGS, Catalog, CatalogLimit
 from .sqltext import max_placeholder, split_statements, strip_comments, substitute
 
 log = logging.getLogger(__name__)
@@ -338,6 +338,8 @@ class Connection:
                 table = catalog.execute(sql)
             except PrivacyError as e:
                 raise _refusal(e) from None
+            except CatalogLimit as e:
+                raise WireError(e.sqlstate, e.message) from None
             cols = [(f.name, t.oid_for_arrow(f.type)) for f in table.schema]
             return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table))
         try:
@@ -381,6 +383,8 @@ class Connection:
             described = self.session.describe(sql)
         except PrivacyError as e:
             raise _refusal(e) from None
+        except CatalogLimit as e:
+            raise WireError(e.sqlstate, e.message) from None
         except Exception:  # noqa: BLE001
             log.info("describe failed for %r", self.user, exc_info=True)
             raise WireError("XX000", "dpsql: the statement could not be described") from None

@@ -33,6 +33,9 @@ TYPE_INFO: dict[int, tuple[str, int, int]] = {
     UUID_: ("uuid", 16, 2951), JSONB: ("jsonb", -1, 3807),
 }
 
+#: array OID -> element OID (one-dimensional arrays of the types above)
+ARRAY_OF: dict[int, int] = {arr: elem for elem, (_name, _size, arr) in TYPE_INFO.items() if arr}
+
 _DUCK_TO_OID = {
     "BOOLEAN": BOOL, "BOOL": BOOL, "TINYINT": INT2, "SMALLINT": INT2, "UTINYINT": INT2, "INTEGER": INT4,
     "INT": INT4, "USMALLINT": INT4, "BIGINT": INT8, "UINTEGER": INT8, "UBIGINT": NUMERIC, "HUGEINT": NUMERIC,
@@ -52,7 +55,12 @@ def oid_for_duckdb(type_name: str) -> int:
 
 
 def oid_for_arrow(t: pa.DataType) -> int:
-    """The PostgreSQL OID used to report an Arrow column type."""
+    """The PostgreSQL OID used to report an Arrow column type (a list of a scalar type is that type's array,
+    e.g. pg_proc.proargnames as text[]; anything else unknown is text)."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        elem = t.value_type
+        nested = pa.types.is_list(elem) or pa.types.is_large_list(elem) or pa.types.is_fixed_size_list(elem)
+        return TEXT if nested else TYPE_INFO.get(oid_for_arrow(elem), ("", 0, TEXT))[2] or TEXT
     if pa.types.is_boolean(t):
         return BOOL
     if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_uint8(t):
@@ -111,7 +119,8 @@ def _text(oid: int, v: Any) -> str:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return "\\x" + bytes(v).hex()
     if isinstance(v, (list, tuple)):
-        return "{" + ",".join("NULL" if x is None else _array_item(_text(TEXT, x)) for x in v) + "}"
+        elem = ARRAY_OF.get(oid, TEXT)
+        return "{" + ",".join("NULL" if x is None else _array_item(_text(elem, x)) for x in v) + "}"
     if isinstance(v, dict):
         return json.dumps(v, default=str)
     return str(v)
@@ -149,6 +158,15 @@ def _numeric_binary(v: decimal.Decimal) -> bytes:
 
 
 def _binary(oid: int, v: Any) -> bytes:
+    if oid in ARRAY_OF and isinstance(v, (list, tuple)):  # one dimension, lower bound 1
+        elem = ARRAY_OF[oid]
+        if not v:
+            return struct.pack("!iii", 0, 0, elem)
+        parts = [struct.pack("!iiiii", 1, int(any(x is None for x in v)), elem, len(v), 1)]
+        for x in v:
+            data = b"" if x is None else _binary(elem, x)
+            parts.append(b"\xff\xff\xff\xff" if x is None else struct.pack("!i", len(data)) + data)
+        return b"".join(parts)
     if oid == BOOL:
         return b"\x01" if v else b"\x00"
     if oid == INT2:

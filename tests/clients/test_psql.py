@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -53,7 +54,7 @@ def test_catalog_browse(server) -> None:
     assert "main   | flights  | table" in out and "main   | airlines | table" in out
     assert 'Table "main.flights"' in out
     assert "dep_delay | double precision" in out
-    assert "dpsql protected table" in out and "dpsql public table" in out
+    assert "dpsql: protected, each row is a privacy unit; use dp_* aggregates" in out and "dpsql: public table" in out
 
 
 def test_more_backslash_commands_pass_the_catalog_allow_list(server) -> None:
@@ -63,6 +64,7 @@ def test_more_backslash_commands_pass_the_catalog_allow_list(server) -> None:
     assert r.returncode == 0, r.stderr
     assert "ERROR" not in r.stderr, r.stderr
     assert "dep_delay" in r.stdout and "flights" in r.stdout
+    assert re.search(r"^ public \| dp_count_star_ci +\| text +\| epsilon double precision .*\| agg$", r.stdout, re.M)
 
 
 def test_tls(tls_server, tls_files) -> None:

@@ -107,6 +107,9 @@ def test_dpsql_serve_command(real_db, tls_files) -> None:
             rows = c.execute("SELECT carrier, dp_count(dep_delay, epsilon := 0.5) AS n FROM flights "
                              "GROUP BY carrier ORDER BY carrier").fetchall()
             assert [r[0] for r in rows] == ["AA", "DL", "UA"]
+            # the logical database name is the file's stem (--database-name overrides it), not flights.duckdb
+            assert c.execute("SELECT current_database(), (SELECT datname FROM pg_catalog.pg_database)").fetchone() \
+                == ("flights", "flights")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

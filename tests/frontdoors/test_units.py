@@ -14,7 +14,7 @@ import pytest
 from dpsql.errors import PrivacyError
 from dpsql.server import types as t
 from dpsql.server.auth import ScramExchange, make_verifier, mock_verifier
-from dpsql.server.catalog import Catalog
+from dpsql.server.catalog import Catalog, CatalogLimit
 from dpsql.server.sqltext import max_placeholder, split_statements, substitute
 
 from .fakes import FakeWorld
@@ -203,16 +203,176 @@ def test_catalog_current_setting_is_the_emulation() -> None:
 
 def test_catalog_route_is_bounded_in_time_rows_and_memory() -> None:
     """The second line of defence: an allowed statement still stops after CATALOG_SECONDS, CATALOG_ROWS rows
-    and CATALOG_MEMORY (a chain of || over CTEs needs no function and grew to gigabytes)."""
+    and CATALOG_MEMORY (a chain of || over CTEs needs no function and grew to gigabytes).  A stop is an error
+    (57014, 53200), not an empty answer a tool would read as "nothing there"."""
     import time
 
     cat = Catalog(FakeWorld().connect("alice").tables())
     t = time.monotonic()
-    out = cat.execute("SELECT count(*) FROM pg_type a, pg_type b, pg_type c, pg_type d, pg_type e, pg_type f, "
-                      "pg_type g")
-    assert time.monotonic() - t < 10  # interrupted after CATALOG_SECONDS, answered empty
-    assert out.num_rows == 0
+    with pytest.raises(CatalogLimit) as e:
+        cat.execute("SELECT count(*) FROM pg_type a, pg_type b, pg_type c, pg_type d, pg_type e, pg_type f, "
+                    "pg_type g")
+    assert time.monotonic() - t < 10 and e.value.sqlstate == "57014"  # interrupted after CATALOG_SECONDS
     assert cat.execute("SELECT a.oid FROM pg_type a, pg_type b, pg_type c, pg_type d").num_rows == 100_000
     chain = "a AS (SELECT 'xxxxxxxxxx' AS s)" + "".join(
         f", l{i} AS (SELECT {' || '.join(['s'] * 10)} AS s FROM {'a' if i == 0 else f'l{i - 1}'})" for i in range(7))
-    assert cat.execute(f"WITH {chain} SELECT length(s) AS n FROM l6").num_rows == 0  # 10^8 characters
+    with pytest.raises(CatalogLimit) as e:
+        cat.execute(f"WITH {chain} SELECT length(s) AS n FROM l6")  # 10^8 characters
+    assert e.value.sqlstate == "53200"
+
+
+#: pgcli 4.7's table and column lists (\dt, \dv, \d and its completion) as /work/shared/docs/bi-catalog-queries.md
+#: logged them: PostgreSQL array literals in = ANY(...), which DuckDB cannot cast (they used to answer empty)
+PGCLI_RELATIONS = """SELECT  n.nspname schema_name, c.relname table_name
+        FROM    pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE   c.relkind = ANY('{KINDS}') ORDER BY 1,2"""
+PGCLI_COLUMNS = """SELECT  nsp.nspname schema_name, cls.relname table_name, att.attname column_name,
+                        att.atttypid::regtype::text type_name, att.atthasdef AS has_default,
+                        pg_catalog.pg_get_expr(def.adbin, def.adrelid, true) as default
+                FROM    pg_catalog.pg_attribute att
+                        INNER JOIN pg_catalog.pg_class cls ON att.attrelid = cls.oid
+                        INNER JOIN pg_catalog.pg_namespace nsp ON cls.relnamespace = nsp.oid
+                        LEFT OUTER JOIN pg_attrdef def ON def.adrelid = att.attrelid AND def.adnum = att.attnum
+                WHERE   cls.relkind = ANY('{KINDS}') AND NOT att.attisdropped AND att.attnum  > 0
+                ORDER BY 1, 2, att.attnum"""
+PGSPECIAL_LIST = """SELECT n.nspname as schema, c.relname as name,
+                    CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view' WHEN 'p' THEN 'partitioned table'
+                      WHEN 'm' THEN 'materialized view' WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence'
+                      WHEN 's' THEN 'special' WHEN 'f' THEN 'foreign table' END as type,
+                    pg_catalog.pg_get_userbyid(c.relowner) as owner
+            FROM    pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE   c.relkind = ANY('{KINDS}')
+            AND n.nspname <> 'pg_catalog' AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_toast'
+            AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1, 2"""
+PGCLI_FUNCTIONS = """SELECT n.nspname schema_name, p.proname func_name, p.proargnames,
+                        COALESCE(proallargtypes::regtype[], proargtypes::regtype[])::text[], p.proargmodes,
+                        prorettype::regtype::text return_type, p.prokind = 'a' is_aggregate,
+                        p.prokind = 'w' is_window, p.proretset is_set_returning, d.deptype = 'e' is_extension,
+                        pg_get_expr(proargdefaults, 0) AS arg_defaults
+                FROM pg_catalog.pg_proc p INNER JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+                LEFT JOIN pg_depend d ON d.objid = p.oid and d.deptype = 'e'
+                WHERE p.prorettype::regtype != 'trigger'::regtype ORDER BY 1, 2"""
+HARLEQUIN_ROUTINES = r"""select distinct routine_name as label,
+                case when routine_type is null then 'agg' else 'fn' end as type_label,
+                case when routine_schema = 'pg_catalog' then null else routine_schema end as context
+            from information_schema.routines
+            where length(routine_name) < 37 and routine_name not ilike '\_%' and routine_name not ilike 'pg\_%'
+                and routine_name not ilike 'binary\_upgrade\_%' order by 1"""
+
+
+def _real_tables() -> list:
+    from dpsql.guard.catalog import TableInfo
+
+    return [TableInfo("flights", "protected", {"month": "INTEGER", "carrier": "VARCHAR", "dep_delay": "DOUBLE",
+                                               "tailnum": "VARCHAR"}, privacy_unit="tailnum",
+                      public_keys={"carrier": ("AA", "DL", "UA")}),
+            TableInfo("airlines", "public", {"carrier": "VARCHAR", "name": "VARCHAR"})]
+
+
+def test_catalog_answers_pgcli_array_literals() -> None:
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    tables = [("main", "airlines"), ("main", "flights")]
+    for kinds, expected in [("r,p,f", tables), ("v,m", []), ('r,p,""', tables), ("r,p,v,m,S,f,\"\"", tables)]:
+        assert cat.handles(PGCLI_RELATIONS.replace("KINDS", kinds))
+        assert cat.execute(PGCLI_RELATIONS.replace("KINDS", kinds)).to_pylist() == [
+            {"schema_name": s, "table_name": n} for s, n in expected]
+        assert [r["name"] for r in cat.execute(PGSPECIAL_LIST.replace("KINDS", kinds)).to_pylist()] == [
+            n for _, n in expected]
+    columns = cat.execute(PGCLI_COLUMNS.replace("KINDS", "r,p,f"))
+    assert columns.num_rows == 6
+    assert columns.column("type_name").to_pylist()[:2] == ["text", "text"]  # airlines: regtype::text is a name
+    assert dict(zip(columns.column("column_name").to_pylist()[2:], columns.column("type_name").to_pylist()[2:],
+                    strict=True)) == {"month": "integer", "carrier": "text", "dep_delay": "double precision",
+                                      "day": "date"}
+    assert cat.execute(PGCLI_COLUMNS.replace("KINDS", "v,m")).num_columns == 6
+
+
+@pytest.mark.parametrize(("sql", "out"), [
+    ("x = ANY('{r,p,f}')", "x = ANY(['r', 'p', 'f'])"),
+    ("x = any ( '{a, \"b c\", NULL, \"\"}' )", "x = any(['a', 'b c', NULL, ''])"),
+    ("x <> ALL('{}')", "x <> ALL([])"),
+    ("relkind = ANY('{r,p}'::\"char\"[])", "relkind = ANY(['r', 'p'])"),
+    ("oid = ANY('{1,2}'::pg_catalog.oid[])", "oid = ANY([1, 2])"),
+    ("x = ANY('{it''s}')", "x = ANY(['it''s'])"),
+    ("x = ANY('{{1,2},{3,4}}')", "x = ANY('{{1,2},{3,4}}')"),  # not one-dimensional: left alone
+    ("x = ANY('{a\"b}')", "x = ANY('{a\"b}')"),
+    ("x = '{a,b}'", "x = '{a,b}'"),  # a string that is not an array operand stays a string
+    ("a.atttypid::regtype::text", "format_type(a.atttypid, NULL)"),
+    ("COALESCE(p.proallargtypes::pg_catalog.regtype[], p.proargtypes::regtype[])::text[]",
+     "COALESCE(_regtypes(p.proallargtypes), _regtypes(p.proargtypes))::text[]"),
+])
+def test_catalog_rewrites_postgresql_arrays_and_regtype(sql: str, out: str) -> None:
+    from dpsql.server.catalog import rewrite
+
+    assert rewrite(sql) == out
+
+
+def test_catalog_lists_every_dp_function() -> None:
+    """pg_proc, information_schema.routines/parameters and \\df name every dp_* aggregate of
+    dpsql.duck.AGGREGATE_FUNCTIONS with its arguments (from sql/macros.sql), so tools can suggest them."""
+    from dpsql.duck import AGGREGATE_FUNCTIONS
+
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    names = sorted(AGGREGATE_FUNCTIONS)
+    funcs = cat.execute(PGCLI_FUNCTIONS).to_pylist()
+    assert [f["func_name"] for f in funcs] == names
+    mean = next(f for f in funcs if f["func_name"] == "dp_mean")
+    assert mean["schema_name"] == "public" and mean["is_aggregate"] and not mean["is_extension"]
+    assert mean["proargnames"][:3] == ["x", "epsilon", "lower"] and mean["return_type"] == "double precision"
+    assert list(mean.values())[3][:2] == ["double precision", "double precision"]  # the ::regtype[] list
+    assert mean["arg_defaults"].startswith("NULL::double precision, ")
+    quantile_ci = next(f for f in funcs if f["func_name"] == "dp_quantile_ci")
+    assert quantile_ci["proargnames"][:3] == ["x", "p", "epsilon"] and quantile_ci["proargnames"][-1] == "level"
+    assert quantile_ci["arg_defaults"].endswith(", 0.95")
+    assert cat.execute(HARLEQUIN_ROUTINES).to_pylist() == [
+        {"label": n, "type_label": "agg", "context": "public"} for n in names]
+    row = cat.execute("SELECT pg_catalog.pg_get_function_arguments(p.oid) AS a, pg_get_function_result(p.oid) AS r, "
+                      "obj_description(p.oid, 'pg_proc') AS d FROM pg_proc p WHERE proname = 'dp_count'").to_pylist()
+    assert row == [{"a": "x anyelement, epsilon double precision DEFAULT NULL::double precision, method text "
+                         "DEFAULT NULL::text", "r": "double precision",
+                    "d": "dpsql: differentially private count; charged to your budget (epsilon := ...)"}]
+    params = cat.execute("SELECT parameter_name, data_type FROM information_schema.parameters WHERE specific_name = "
+                         "(SELECT specific_name FROM information_schema.routines WHERE routine_name = "
+                         "'dp_count_star') ORDER BY ordinal_position").to_pylist()
+    assert params == [{"parameter_name": "epsilon", "data_type": "double precision"},
+                      {"parameter_name": "method", "data_type": "text"}]
+
+
+def test_catalog_comments_say_protected_or_public() -> None:
+    cat = Catalog(_real_tables(), database="flights", user="alice")
+    rows = cat.execute("SELECT c.relname, obj_description(c.oid, 'pg_class') AS d FROM pg_catalog.pg_class c "
+                       "ORDER BY 1").to_pylist()
+    assert rows == [{"relname": "airlines", "d": "dpsql: public table"},
+                    {"relname": "flights", "d": "dpsql: protected, privacy unit tailnum; use dp_* aggregates"}]
+    cols = cat.execute("SELECT a.attname, col_description(a.attrelid, a.attnum) AS d FROM pg_attribute a JOIN "
+                       "pg_class c ON c.oid = a.attrelid WHERE c.relname = 'flights' ORDER BY a.attnum").to_pylist()
+    assert [(r["attname"], r["d"]) for r in cols] == [
+        ("month", None), ("carrier", "dpsql: public keys declared (3 values); GROUP BY it to get every key"),
+        ("dep_delay", None), ("tailnum", "dpsql: privacy unit")]
+    unit_per_row = Catalog(FakeWorld().connect("alice").tables())
+    assert unit_per_row.execute("SELECT table_comment FROM information_schema.tables WHERE table_name = 'flights'"
+                                ).to_pylist() == [{"table_comment": "dpsql: protected, each row is a privacy unit; "
+                                                                    "use dp_* aggregates"}]
+
+
+def test_catalog_names_the_logical_database_and_the_user() -> None:
+    cat = Catalog(_real_tables(), database="flights", user="alice")
+    assert cat.execute("SELECT current_database() AS d, current_catalog AS c, current_user AS u, session_user AS s, "
+                       "current_schemas(true) AS p").to_pylist() == [
+        {"d": "flights", "c": "flights", "u": "alice", "s": "alice", "p": ["pg_catalog", "main", "public"]}]
+    assert cat.execute("SELECT datname FROM pg_catalog.pg_database").to_pylist() == [{"datname": "flights"}]
+
+
+def test_failed_catalog_query_answers_typed_and_empty() -> None:
+    """A query the emulation cannot bind answers no rows but the columns it asked for, typed where the select
+    list says (a catalog column, a cast, a literal, a predicate, count), so clients can still read a header."""
+    cat = Catalog(FakeWorld().connect("alice").tables())
+    out = cat.execute("SELECT c.relname, c.relnatts AS n, c.no_such_column, 1 AS one, 'x'::text AS s, "
+                      "c.relname = 'x' AS b, count(*) AS k, c.oid::int8 AS o FROM pg_catalog.pg_class c")
+    assert out.num_rows == 0
+    assert [(f.name, str(f.type)) for f in out.schema] == [
+        ("relname", "string"), ("n", "int16"), ("no_such_column", "string"), ("one", "int32"), ("s", "string"),
+        ("b", "bool"), ("k", "int64"), ("o", "int64")]
+    star = cat.execute("SELECT n.*, 1 AS x FROM pg_namespace n JOIN pg_class c ON c.no_such_column")
+    assert star.schema.names == ["oid", "nspname", "nspowner", "nspacl", "x"] and star.num_rows == 0
+    assert cat.describe("SELECT no_such_column FROM pg_class") == [("no_such_column", t.TEXT)]
