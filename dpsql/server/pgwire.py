@@ -30,6 +30,8 @@ from ..errors import PrivacyError
 from . import types as t
 from .auth import MECHANISM, PasswordStore, ScramExchange, mock_verifier
 from .catalog import SETTINGS, Catalog, CatalogLimit
+from .cursors import Close, Cursor, CursorError, Declare, is_cursor_statement
+from .cursors import parse as parse_cursor
 from .sqltext import max_placeholder, split_statements, strip_comments, substitute
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ LOGIN_WORKERS = 4
 QUERY_WORKERS = 8
 PER_PRINCIPAL = 2
 DISCONNECT_POLL = 0.25  # seconds between checks that a client with a running query is still there
+MAX_CURSORS = 64  # open SQL cursors per connection (each holds its released rows)
+_QUERY = re.compile(r"^\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", re.I)
 
 SessionFactory = Callable[[str], Any]
 
@@ -89,6 +93,7 @@ class Outcome:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     notice: str | None = None
     empty: bool = False
+    binary: bool = False  # FETCH from a BINARY cursor: rows in binary format on the simple protocol
 
 
 @dataclass
@@ -119,7 +124,6 @@ _TXN_TAGS = [
     (re.compile(r"^DISCARD\b", re.I), "DISCARD ALL", None),
     (re.compile(r"^DEALLOCATE\b", re.I), "DEALLOCATE", None),
     (re.compile(r"^(UN)?LISTEN\b", re.I), "LISTEN", None),
-    (re.compile(r"^CLOSE\b", re.I), "CLOSE CURSOR", None),
 ]
 _SHOW = re.compile(r"^SHOW\s+(.+?)\s*$", re.I | re.S)
 _BUDGET = re.compile(r"^(SHOW\s+(dpsql\.)?budget|SELECT\s+\*\s+FROM\s+dpsql_budget\s*\(\s*\))\s*$", re.I)
@@ -147,6 +151,8 @@ class Connection:
         self.txn = "I"
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
+        self.cursors: dict[str, Cursor] = {}  # SQL cursors (DECLARE ... CURSOR), by name
+        self.implicit_block = False  # a simple query of several statements: an implicit transaction block
         self.settings = {**SETTINGS, "dpsql.replay": "on"}  # SET dpsql.replay = off: fresh noise, charged
         self._out: list[bytes] = []
 
@@ -303,7 +309,11 @@ class Connection:
         for pattern, tag, txn in _TXN_TAGS:
             if pattern.match(bare):
                 if txn is not None:
+                    if tag in ("COMMIT", "ROLLBACK"):
+                        self._end_transaction(commit=tag == "COMMIT")
                     self.txn = txn
+                if tag == "DISCARD ALL":
+                    self.cursors.clear()
                 if tag == "SET":
                     m = re.match(r"^SET\s+(?:SESSION\s+|LOCAL\s+)?([\w.]+)\s*(?:=|TO)\s*'?([^';]*)'?", bare, re.I)
                     if m and m.group(1).lower() in ("application_name", "datestyle", "extra_float_digits"):
@@ -329,11 +339,24 @@ class Connection:
 
     def run(self, sql: str) -> Outcome:
         """Execute one statement (blocking; called in a worker thread)."""
+        bare = strip_comments(sql).strip().rstrip(";").strip()
+        if is_cursor_statement(bare):
+            try:
+                return self._cursor_statement(bare)
+            except CursorError as e:
+                raise WireError(e.sqlstate, e.message) from None
+        return self._query(sql)
+
+    def _query(self, sql: str) -> Outcome:
+        """A statement that is not a cursor command: local, catalog route or the guarded session."""
         local = self._local(sql)
         if local is not None:
             return local
         catalog = self._catalog()
         if catalog.handles(sql):
+            if "pg_cursors" in sql.lower():
+                catalog.set_cursors((c.name, c.statement, c.hold, c.binary, bool(c.scroll))
+                                    for c in self.cursors.values())
             try:
                 table = catalog.execute(sql)
             except PrivacyError as e:
@@ -362,6 +385,57 @@ class Connection:
                 notice = f"dpsql: replayed release #{replayed}, " + notice.removeprefix("dpsql: ")
         return Outcome(f"SELECT {table.num_rows}", cols, _value_rows(table), notice)
 
+    # ------------------------------------------------------------------ SQL cursors
+    def _cursor_statement(self, sql: str) -> Outcome:
+        """DECLARE, FETCH, MOVE or CLOSE (see :mod:`dpsql.server.cursors`)."""
+        stmt = parse_cursor(sql)
+        if isinstance(stmt, Declare):
+            return self._declare(stmt, sql)
+        if isinstance(stmt, Close):
+            if stmt.name is None:
+                self.cursors.clear()
+            elif self.cursors.pop(stmt.name, None) is None:
+                raise CursorError("34000", f'cursor "{stmt.name}" does not exist')
+            return Outcome("CLOSE CURSOR")
+        cur = self._cursor(stmt.name)
+        idx = cur.indices(stmt.kind, stmt.count)
+        if stmt.move:
+            return Outcome(f"MOVE {len(idx)}")
+        return Outcome(f"FETCH {len(idx)}", cur.columns, [cur.rows[i] for i in idx], binary=cur.binary)
+
+    def _cursor(self, name: str) -> Cursor:
+        cur = self.cursors.get(name)
+        if cur is None:
+            raise CursorError("34000", f'cursor "{name}" does not exist')
+        return cur
+
+    def _declare(self, stmt: Declare, sql: str) -> Outcome:
+        """Answer the cursor's query once, exactly as the plain query (checked, charged, released), and hold
+        the released rows for FETCH.  A refusal keeps its code; nothing is held then."""
+        if stmt.name in self.cursors:
+            raise CursorError("42P03", f'cursor "{stmt.name}" already exists')
+        if not stmt.hold and self.txn != "T" and not self.implicit_block:
+            raise CursorError("25P01", "DECLARE CURSOR can only be used in transaction blocks "
+                                       "(BEGIN first, or declare it WITH HOLD)")
+        if len(self.cursors) >= MAX_CURSORS:
+            raise CursorError("54000", f"too many open cursors (at most {MAX_CURSORS} per connection); CLOSE some")
+        if not _QUERY.match(strip_comments(stmt.query)):
+            raise CursorError("42601", "DECLARE CURSOR needs a query (SELECT, WITH, VALUES or TABLE)")
+        outcome = self._query(stmt.query)
+        if outcome.columns is None:
+            raise CursorError("42P11", "DECLARE CURSOR needs a query that returns rows")
+        self.cursors[stmt.name] = Cursor(stmt.name, sql, outcome.columns, outcome.rows, stmt.binary, stmt.scroll,
+                                         stmt.hold, in_transaction=self.txn == "T")
+        return Outcome("DECLARE CURSOR", notice=outcome.notice)
+
+    def _end_transaction(self, commit: bool) -> None:
+        """COMMIT keeps only WITH HOLD cursors; ROLLBACK also drops those declared in the transaction."""
+        for name, cur in list(self.cursors.items()):
+            if not cur.hold or (not commit and cur.in_transaction):
+                del self.cursors[name]
+            else:
+                cur.in_transaction = False
+
     def _set_replay(self, value: str) -> None:
         """``SET dpsql.replay = on|off``: whether this connection's session replays stored releases."""
         on = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}.get(value.strip().lower())
@@ -372,7 +446,18 @@ class Connection:
         self.settings["dpsql.replay"] = "on" if on else "off"
 
     def describe(self, sql: str) -> list[tuple[str, int]] | None:
-        """Result columns of one statement without charging (blocking)."""
+        """Result columns of one statement without charging, running or changing anything (blocking)."""
+        bare = strip_comments(sql).strip().rstrip(";").strip()
+        if is_cursor_statement(bare):  # only FETCH returns rows: the cursor's columns
+            try:
+                stmt = parse_cursor(bare)
+                if isinstance(stmt, Declare | Close) or stmt.move:
+                    return None
+                return self._cursor(stmt.name).columns
+            except CursorError as e:
+                raise WireError(e.sqlstate, e.message) from None
+        if any(pattern.match(bare) for pattern, _, _ in _TXN_TAGS):
+            return None  # SET, BEGIN, COMMIT ... take effect when executed, not when described
         local = self._local(sql)
         if local is not None:
             return local.columns
@@ -417,13 +502,17 @@ class Connection:
         statements = split_statements(text)
         if not statements:
             self.send(b"I")
+        self.implicit_block = len(statements) > 1
         for sql in statements:
             try:
                 outcome = await self.in_query_pool(self.run, sql)
             except WireError as e:
                 self.send_error(e)
                 break
-            self.finish(outcome, [], None, describe=True)
+            self.finish(outcome, [1] if outcome.binary else [], None, describe=True)
+        self.implicit_block = False
+        if self.txn == "I":  # the implicit transaction ended: its WITHOUT HOLD cursors with it
+            self._end_transaction(commit=True)
         self.send(b"Z", self.txn.encode())
         await self.flush()
 
@@ -433,6 +522,8 @@ class Connection:
             self.send(b"I")
             return
         if outcome.columns is None:
+            if outcome.notice:
+                self.send_notice(outcome.notice)
             self.send(b"C", outcome.tag.encode() + b"\0")
             return
         cols = described if described is not None and len(described) == len(outcome.columns) else outcome.columns
@@ -522,14 +613,17 @@ class Connection:
             formats: list[int] = []
         else:
             portal = self.portals.get(name)
-            if portal is None:
+            if portal is None and name in self.cursors:  # a SQL cursor is a portal too (psycopg 3 describes it)
+                cols, formats = self.cursors[name].columns, []
+            elif portal is None:
                 raise WireError("34000", f'portal "{name}" does not exist')
-            if portal.outcome is not None:
+            elif portal.outcome is not None:
                 cols = portal.outcome.columns
             else:
                 cols = await self.in_query_pool(self.describe, portal.sql)
                 portal.stmt.described = cols
-            formats = portal.formats
+            if portal is not None:
+                formats = portal.formats
         if cols is None:
             self.send(b"n")
         else:
@@ -565,6 +659,15 @@ class Connection:
         name, rest = _cstr(body)
         (max_rows,) = struct.unpack("!i", rest[:4])
         portal = self.portals.get(name)
+        if portal is None and name in self.cursors:  # Execute on a SQL cursor: FETCH FORWARD max_rows
+            cur = self.cursors[name]
+            idx = cur.indices("forward", max_rows if max_rows > 0 else None)
+            self.send_rows(cur.columns, [cur.rows[i] for i in idx], [1] if cur.binary else [])
+            if max_rows > 0 and cur.pos < len(cur.rows):
+                self.send(b"s")
+            else:
+                self.send(b"C", f"FETCH {len(idx)}".encode() + b"\0")
+            return
         if portal is None:
             raise WireError("34000", f'portal "{name}" does not exist')
         if portal.outcome is None:
