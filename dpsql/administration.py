@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from . import policy
-from .ledger import Budget, Entry, Ledger, ledger_path, to_decimal
+from .ledger import Budget, Entry, Ledger, clean, ledger_path, to_decimal
 
 if TYPE_CHECKING:
     from .guard.catalog import Catalog
@@ -155,6 +155,38 @@ class Admin:
             for t in ("protected_tables", "public_tables", "public_keys"):
                 con.execute(f"DELETE FROM dpsql.{t} WHERE lower(table_name) = lower(?)", [table])
 
+    def plain_aggregates(self, principal: str, epsilon: float | Decimal | str | None) -> None:
+        """Opt ``principal`` in (or, with ``epsilon=None``, out) of plain aggregates (issue 19): in its queries,
+        ``COUNT(*)``, ``COUNT(x)``, ``SUM(x)`` and ``AVG(x)`` over protected rows are rewritten to
+        ``dp_count_star``/``dp_count``/``dp_sum``/``dp_mean`` with ``epsilon := epsilon`` per call and
+        charged like those (times the contribution bounds), so a BI tool's default metrics work.  Without
+        it they are refused (DPSQL-E021).  A policy change: guarded sessions on the database must be closed."""
+        if not isinstance(principal, str) or not _NAME.match(principal):
+            raise ValueError("principal must be a plain name (letters, digits, underscore)")
+        text = None
+        if epsilon is not None:
+            from .core.registry import ParameterError, privacy_cost
+
+            value = to_decimal(epsilon, "epsilon")
+            for aggregate in ("count", "sum", "mean"):  # the range the dp_* calls will accept
+                try:
+                    privacy_cost(aggregate, None, epsilon=float(value))
+                except ParameterError as e:
+                    raise ValueError(str(e)) from None
+            text = format(clean(value), "f")
+        with self._write() as con:
+            con.execute("DELETE FROM dpsql.plain_aggregates WHERE principal = ?", [principal])
+            if text is not None:
+                con.execute("INSERT INTO dpsql.plain_aggregates VALUES (?, ?)", [principal, text])
+
+    def plain_aggregate_defaults(self) -> dict[str, Decimal]:
+        """``{principal: epsilon per call}`` of the principals opted in to plain aggregates."""
+        with self._read() as con:
+            if not policy.has_policy_table(con, "plain_aggregates"):
+                return {}
+            rows = con.execute("SELECT principal, epsilon FROM dpsql.plain_aggregates ORDER BY 1").fetchall()
+        return {p: Decimal(e) for p, e in rows}
+
     # ------------------------------------------------------------------ budgets
 
     def grant(self, principal: str, epsilon: float | Decimal | str | None = None,
@@ -243,10 +275,11 @@ class Admin:
         """The guard's catalog, as a session of ``principal`` would see it (default: pure DP, no cap)."""
         with self._read() as con:
             tables = policy.load_tables(con)
+            plain = None if principal is None else policy.plain_aggregate_epsilon(con, principal)
         if principal is None:
             return policy.build_catalog(tables)
         b = self.ledger().budget(principal)
-        return policy.build_catalog(tables, b.accounting, b.query_delta(), b.per_query_cap)
+        return policy.build_catalog(tables, b.accounting, b.query_delta(), b.per_query_cap, plain)
 
     def __repr__(self) -> str:
         return f"<dpsql.Admin on {str(self.database)!r}>"

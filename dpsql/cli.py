@@ -221,6 +221,33 @@ def admin_grant(db: str, principal: str, epsilon: str | None, rho: str | None, d
                f"({b.accounting})")
 
 
+@admin.command("plain-aggregates")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("principal", required=False)
+@click.option("--epsilon", help="Rewrite plain COUNT/SUM/AVG over protected rows to dp_* with this ε per call.")
+@click.option("--off", is_flag=True, help="Refuse plain aggregates again (the default).")
+def admin_plain_aggregates(db: str, principal: str | None, epsilon: str | None, off: bool) -> None:
+    """Opt PRINCIPAL in to plain aggregates (a BI tool's COUNT(*), SUM, AVG), or show who is opted in.
+
+    With --epsilon, plain COUNT(*), COUNT(x), SUM(x), AVG(x) over protected rows in PRINCIPAL's queries become
+    dp_count_star, dp_count, dp_sum, dp_mean with that ε per call, charged like them; --off refuses them again."""
+    adm = _admin(db)
+    if principal is None:
+        if epsilon is not None or off:
+            raise click.UsageError("name the PRINCIPAL to change")
+        for name, eps in adm.plain_aggregate_defaults().items():
+            click.echo(f"{name}: plain COUNT/SUM/AVG -> dp_* with epsilon {_dec(eps)} per call")
+        return
+    if (epsilon is None) == (not off):
+        raise click.UsageError("give exactly one of --epsilon or --off")
+    try:
+        adm.plain_aggregates(principal, None if off else epsilon)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(f"{principal}: plain aggregates refused (E021)" if off else
+               f"{principal}: plain COUNT/SUM/AVG -> dp_* with epsilon {epsilon} per call")
+
+
 @admin.command("budgets")
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 def admin_budgets(db: str) -> None:

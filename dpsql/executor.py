@@ -117,6 +117,19 @@ class Executor:
             except Exception:
                 raise PrivacyError("DPSQL-E001", "the checked query could not be bound by DuckDB") from None
 
+    def empty(self, prepared: Prepared) -> pa.Table:
+        """An empty table with the prepared query's columns and types, without running that query: the
+        answer to a zero-row probe.  Only typed NULL constants are evaluated (no relation is named)."""
+        items = ", ".join(f"CAST(NULL AS {typ}) AS c{i}" for i, typ in enumerate(prepared.types))
+        with self._lock:
+            try:
+                table = self.con.sql(f"SELECT {items or '1 AS c0'} LIMIT 0").to_arrow_table()
+            except Exception:
+                raise PrivacyError("DPSQL-E001", "the query's result types could not be described") from None
+        if not prepared.types:
+            return pa.table({})
+        return table.rename_columns(prepared.columns)
+
     def run(self, prepared: Prepared, cost_text: str = "") -> pa.Table:
         """Execute a prepared query and return its rows.  Any failure is the generic DPSQL-E080."""
         with self._lock:

@@ -835,6 +835,17 @@ class Ledger:
             rows = con.execute("SELECT accounting, limit_, spent FROM global_budgets").fetchall()
         return {a: (lim, sp) for a, lim, sp in rows}
 
+    def last_entry(self, principal: str, kinds: tuple[str, ...] = ("charge", "replay")) -> Entry | None:
+        """``principal``'s latest entry of one of ``kinds`` (with deferred status marks written first), or None."""
+        marks = ", ".join("?" for _ in kinds)
+
+        def run(con: duckdb.DuckDBPyConnection) -> tuple[Entry | None, None]:
+            row = con.execute(f"SELECT {_ENTRY_COLS} FROM entries WHERE principal = ? AND kind IN ({marks}) "
+                              "ORDER BY seq DESC LIMIT 1", [principal, *kinds]).fetchone()
+            return (None if row is None else _entry(row)), None
+
+        return self._retrying(run)
+
     def entries(self, principal: str | None = None, kind: str | None = None) -> list[Entry]:
         """Log entries in order, optionally for one principal and/or of one kind."""
         where, params = [], []

@@ -28,6 +28,8 @@ __all__ = [
     "dataset_id",
     "quote_ident",
     "load_tables",
+    "has_policy_table",
+    "plain_aggregate_epsilon",
     "build_catalog",
 ]
 
@@ -180,10 +182,29 @@ def _public_stats(con: duckdb.DuckDBPyConnection, name: str, cols: list[str], ca
     return rows, {c: int(v) for c, v in zip(cols, vals, strict=True)}
 
 
+def has_policy_table(con: duckdb.DuckDBPyConnection, table: str, catalog: str | None = None) -> bool:
+    """Whether ``dpsql.<table>`` exists (a data file written by an older dpsql may lack newer tables)."""
+    where = "schema_name = 'dpsql' AND table_name = ?" + (" AND database_name = ?" if catalog else "")
+    params = [table, catalog] if catalog else [table]
+    return con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {where}", params).fetchone()[0] > 0
+
+
+def plain_aggregate_epsilon(con: duckdb.DuckDBPyConnection, principal: str, catalog: str | None = None) -> str | None:
+    """The data owner's opt-in for ``principal``: the epsilon per call (decimal text) that plain COUNT/SUM/AVG
+    over protected rows are rewritten with, or None (they are refused)."""
+    if not has_policy_table(con, "plain_aggregates", catalog):
+        return None
+    row = con.execute(f"SELECT epsilon FROM {_prefix(catalog)}.plain_aggregates WHERE principal = ?",
+                      [principal]).fetchone()
+    return None if row is None else str(row[0])
+
+
 def build_catalog(tables: dict[str, TableInfo], accounting: str = "pure", delta: Decimal | float = 0,
-                  max_query_epsilon: Decimal | float | None = None) -> Catalog:
-    """The guard's catalog for one principal's budget."""
+                  max_query_epsilon: Decimal | float | None = None,
+                  plain_aggregate_epsilon: str | None = None) -> Catalog:
+    """The guard's catalog for one principal's budget (and its opt-in for plain aggregates, if any)."""
     from .guard.catalog import Catalog
 
     cap = None if max_query_epsilon is None else float(max_query_epsilon)
-    return Catalog(tables=tables, accounting=accounting, delta=float(delta), max_query_epsilon=cap)
+    return Catalog(tables=tables, accounting=accounting, delta=float(delta), max_query_epsilon=cap,
+                   plain_aggregate_epsilon=plain_aggregate_epsilon)

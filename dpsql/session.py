@@ -16,6 +16,11 @@ same analyst on the same data version; if there is one, it is returned again (sa
 no cost, recorded as a zero-cost replay entry of the ledger's hash chain, and nothing runs.  Released
 rows are stored (in the ledger file) after step 6.  See :func:`release_key` and :meth:`Session.sql`.
 
+BI tools (issue 19): ``dpsql_budget()`` and ``dpsql_last_charge()`` in a FROM clause are replaced by the
+analyst's budget and latest charge as literal rows before step 2 (:mod:`dpsql.budget_views`), so any
+SELECT may read them; a zero-row probe (the guard's ``schema_only`` plan) stops after step 3 with an empty
+table of its columns: nothing is charged, nothing runs.
+
 The analyst never holds a DuckDB connection.  In-process use (mode M1 of the threat model) still
 trusts the analyst not to reach into the process; only a gateway (the PostgreSQL-wire server run as
 another OS user) resists a malicious one.
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from . import policy
+from . import budget_views, policy
 from .errors import PrivacyError
 from .executor import Executor
 from .ledger import Budget, Ledger, clean, ledger_path
@@ -141,6 +146,7 @@ class Session:
         self._planner = _default_planner
         self._lock = threading.Lock()
         self._policy: dict[str, TableInfo] | None = None
+        self._plain: str | None = None  # the owner's opt-in epsilon for plain aggregates, read with the policy
         self._executor = Executor(self.database, install=install, timeout=timeout)
         try:
             con, alias = self._executor.con, self._executor.alias
@@ -167,8 +173,9 @@ class Session:
 
     def catalog(self) -> Catalog:
         """The guard's view of the database for this analyst (from dpsql metadata only)."""
+        tables = self._tables()
         b = self._budget
-        return policy.build_catalog(self._tables(), b.accounting, b.query_delta(), b.per_query_cap)
+        return policy.build_catalog(tables, b.accounting, b.query_delta(), b.per_query_cap, self._plain)
 
     def tables(self) -> list[TableInfo]:
         """The protected and public tables this analyst may query, from dpsql's metadata."""
@@ -208,6 +215,11 @@ class Session:
         charge depend only on the query text and are not padded."""
         started = _clock()
         plan, prepared = self._check(sql)
+        if getattr(plan, "schema_only", False):  # a zero-row probe: its columns, from the schema; nothing runs
+            table = self._executor.empty(prepared)
+            names = self._names(plan, table.column_names)
+            table = table.rename_columns(names) if names != table.column_names else table
+            return Result(table, Decimal(0), self._budget.remaining, self._budget.accounting)
         cost, delta = clean(Decimal(plan.cost)), clean(Decimal(plan.delta))
         seq = key = None
         version = 1
@@ -296,6 +308,7 @@ class Session:
             def measure(table: str, column: str) -> int:  # on the guard's first question, on the executor
                 return self._executor.call(lambda con: policy.max_multiplicity(con, table, column, alias))
 
+            self._plain = self._executor.call(lambda con: policy.plain_aggregate_epsilon(con, self.analyst, alias))
             self._policy = self._executor.call(lambda con: policy.load_tables(con, alias, measure))
         return self._policy
 
@@ -303,6 +316,7 @@ class Session:
         if not isinstance(sql, str):
             raise PrivacyError("DPSQL-E001", "the query must be SQL text")
         catalog = self.catalog()
+        sql = budget_views.substitute(sql, self.budget, lambda: self._ledger.last_entry(self.analyst))
         try:
             plan = self._planner(sql, catalog)
         except PrivacyError:

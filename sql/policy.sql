@@ -41,3 +41,11 @@ CREATE TABLE IF NOT EXISTS dpsql.principals (
   accounting     VARCHAR NOT NULL CHECK (accounting IN ('pure', 'zcdp')),
   enabled        BOOLEAN NOT NULL DEFAULT true
 );
+
+-- opt-in (issue 19): in this principal's queries, plain COUNT(*), COUNT(x), SUM(x) and AVG(x) over protected
+-- rows are rewritten to dp_count_star / dp_count / dp_sum / dp_mean with this epsilon per call (a decimal's
+-- text) and charged like any dp_* call; principals without a row get those aggregates refused (E021)
+CREATE TABLE IF NOT EXISTS dpsql.plain_aggregates (
+  principal      VARCHAR PRIMARY KEY,
+  epsilon        VARCHAR NOT NULL
+);
