@@ -49,9 +49,9 @@ CHECKS = (
     check_relations,  # E010 E042: registered tables of main only, one privacy unit
     check_syntax,  # E011 E012 E031 E050: closed allow-list of nodes and functions; CAST -> TRY_CAST
     rewrite_filters,  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END), before the analysis
+    rewrite_plain_aggregates,  # opt-in: COUNT/SUM/AVG over protected rows -> dp_* with the owner's epsilon
     answer_probes,  # zero-row probes (WHERE 1=0, LIMIT 0): answered from the schema, final, uncharged
     answer_pick_lists,  # DISTINCT/GROUP BY of declared-key columns only: answered from the keys, final
-    rewrite_plain_aggregates,  # opt-in: COUNT/SUM/AVG over protected rows -> dp_* with the owner's epsilon
     analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
     check_joins,  # E040 E041: protected joins keep a unit's rows together
     check_fanout,  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)

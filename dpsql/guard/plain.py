@@ -12,7 +12,8 @@ protected rows is rewritten before the analysis:
 ``AVG(x)``      ``dp_mean(x, epsilon := e)``
 ==============  =========================================
 
-and the rewritten query goes through every other pass like one the analyst wrote: its cost is computed
+(before the probe and pick-list passes too, so a probe reports the rewritten query's types), and the
+rewritten query goes through every other pass like one the analyst wrote: its cost is computed
 from the rewritten text (``e`` per call times the contribution bound) and charged visibly.  An unaliased
 select item keeps the name written (``count(*)``).  ``ORDER BY COUNT(*)`` repeating a select item orders
 by that item's position and ``HAVING AVG(x) > 5`` by its alias, so the value is released (and charged)

@@ -77,6 +77,13 @@ def test_opt_in_rewrites_plain_aggregates_and_costs_the_rewritten_text(
     assert exact_con.sql(p.sql).columns == exact_con.sql(q.sql).columns
 
 
+def test_under_the_opt_in_a_probe_has_the_rewritten_types(exact_con: duckdb.DuckDBPyConnection) -> None:
+    chart = "SELECT clinic, COUNT(*) AS count, AVG(cost) FROM visits GROUP BY clinic"
+    real, probe = plan(chart, opted_in()), plan(f"SELECT * FROM ({chart}) AS q LIMIT 0", opted_in())
+    assert probe.schema_only and probe.cost == 0 and real.cost == Decimal("0.6")
+    assert exact_con.sql(probe.sql).types == exact_con.sql(real.sql).types
+
+
 def test_opt_in_unaliased_items_keep_their_written_names() -> None:
     p = plan("SELECT clinic, COUNT(*), avg(cost) FROM visits GROUP BY clinic", opted_in())
     assert p.output_columns == ["clinic", "count(*)", "avg(cost)"]

@@ -97,6 +97,7 @@ def test_the_opt_in_charges_the_rewritten_cost_visibly(db: Path) -> None:
                     "FROM visits GROUP BY clinic ORDER BY 2 DESC", adm.catalog("alice")).cost
     assert expected == Decimal("0.6")  # two calls x 0.1 x 3 rows per patient
     with dpsql.connect(db, analyst="alice") as s:
+        assert s.describe(f"SELECT * FROM ({chart}) AS q LIMIT 0") == s.describe(chart)  # DOUBLE, not BIGINT
         r = s.sql(chart)
         assert r.charged == expected and r.columns == ["clinic", "count", "avg_cost"] and len(r.rows) == 3
         assert [m["function"] for m in r.mechanisms] == ["dp_count_star", "dp_mean"]
