@@ -117,6 +117,9 @@ def answer_pick_lists(ctx: Context) -> None:
     info = ctx.catalog.get(table.name)
     if info is None or not info.protected or not info.public_keys:
         return
+    alias_node = table.args.get("alias")
+    if alias_node is not None and alias_node.columns:  # renamed columns: names would no longer mean the keys
+        return
     distinct, group = select.args.get("distinct"), select.args.get("group")
     if (distinct is None) == (group is None) or (distinct is not None and distinct.args.get("on") is not None):
         return

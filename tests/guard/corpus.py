@@ -309,6 +309,7 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT DISTINCT upper(clinic) FROM visits", "DPSQL-E050"),
     ("SELECT DISTINCT ON (clinic) clinic FROM visits", "DPSQL-E050"),
     ("SELECT DISTINCT * FROM visits", "DPSQL-E050"),
+    ("SELECT DISTINCT clinic FROM visits AS v(clinic, a, b, c)", "DPSQL-E041"),
     ("SELECT DISTINCT v.clinic FROM visits v JOIN clinics c ON v.clinic = c.clinic", "DPSQL-E050"),
     ("WITH x AS (SELECT * FROM visits WHERE cost > 50) SELECT DISTINCT clinic FROM x", "DPSQL-E050"),
     ("SELECT DISTINCT clinic FROM visits WHERE clinic IN (SELECT clinic FROM visits WHERE note = 'x')",
