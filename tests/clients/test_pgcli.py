@@ -77,7 +77,8 @@ def test_pgcli_lists_and_describes_tables(pgcli: Terminal) -> None:
     out = pgcli.wait(r"\\df dp_count\*.*?SELECT 4")
     assert re.search(r"public\s*\|\s*dp_count_star\s*\|\s*double precision\s*\|\s*epsilon double precision", out)
     pgcli.child.sendline("SELECT dp_count(dep_delay, epsilon := 0.5) AS n FROM flights")
-    assert "300.0" in pgcli.wait(r"\| n +\|.*?SELECT 1")
+    out = pgcli.wait(r"dpsql: charged epsilon 0\.5, remaining 9\.5.*?\| n +\|.*?SELECT 1")  # the notice, then rows
+    assert "300.0" in out
 
 
 def test_pgcli_completes_tables_and_dp_functions(pgcli: Terminal) -> None:
