@@ -2,8 +2,10 @@
 
 Clients probe ``pg_catalog`` and ``information_schema`` on connect and while browsing.  Those statements never reach
 the protected database: they run on a private in-memory DuckDB that holds catalog tables filled from the session's
-table list (names, column types, protected/public) and nothing else, no rows, no statistics.  External access is
-disabled and the configuration locked on that connection, so it cannot read files either.
+table list (names, column types, protected/public as table comments, privacy unit and declared-key columns as
+column comments), the dp_* functions' signatures (:func:`dp_functions`) and the connection's open cursors, and
+nothing else: no rows, no statistics.  External access is disabled and the configuration locked on that
+connection, so it cannot read files either.
 
 The route is uncharged, so it is closed: before anything runs, :func:`check` refuses (E010) a statement that reads
 anything but the emulated catalog relations, calls a function outside :data:`CATALOG_FUNCTIONS` or does not parse.

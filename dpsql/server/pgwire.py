@@ -4,6 +4,7 @@ One client connection = one authenticated principal = one guarded session.  Ever
 session (checked and charged by the guard) or, for pure catalog probes, to a metadata-only catalog
 (:mod:`dpsql.server.catalog`).  Client session commands (SET, BEGIN, SHOW ...) are answered here and never
 forwarded to DuckDB.  A Describe never runs a query through ``session.sql``; an Execute runs it exactly once.
+SQL cursors (:mod:`dpsql.server.cursors`) run their query once, at DECLARE, and FETCH pages through its rows.
 """
 
 from __future__ import annotations
