@@ -112,7 +112,7 @@ CREATE TABLE pg_proc (oid BIGINT, proname VARCHAR, pronamespace BIGINT, proowner
   proconfig VARCHAR[], proacl VARCHAR[], proisagg BOOLEAN, proiswindow BOOLEAN);
 CREATE TABLE pg_language (oid BIGINT, lanname VARCHAR, lanowner BIGINT, lanispl BOOLEAN, lanpltrusted BOOLEAN,
   lanplcallfoid BIGINT, laninline BIGINT, lanvalidator BIGINT, lanacl VARCHAR[]);
-CREATE TABLE _dpsql_proc (oid BIGINT, result VARCHAR, arguments VARCHAR, identity VARCHAR);
+CREATE TABLE _dpsql_proc (oid BIGINT, result VARCHAR, arguments VARCHAR, identity VARCHAR, definition VARCHAR);
 CREATE TABLE pg_trigger (oid BIGINT, tgrelid BIGINT, tgparentid BIGINT, tgname VARCHAR, tgfoid BIGINT,
   tgtype SMALLINT, tgenabled VARCHAR, tgisinternal BOOLEAN, tgconstrrelid BIGINT, tgconstraint BIGINT);
 CREATE TABLE pg_rewrite (oid BIGINT, rulename VARCHAR, ev_class BIGINT, ev_type VARCHAR, ev_enabled VARCHAR,
@@ -200,6 +200,7 @@ CREATE MACRO pg_get_viewdef(v) AS NULL::VARCHAR, (v, p) AS NULL::VARCHAR;
 CREATE MACRO pg_get_function_result(f) AS (SELECT first(result) FROM _dpsql_proc WHERE oid = f);
 CREATE MACRO pg_get_function_arguments(f) AS (SELECT first(arguments) FROM _dpsql_proc WHERE oid = f);
 CREATE MACRO pg_get_function_identity_arguments(f) AS (SELECT first(identity) FROM _dpsql_proc WHERE oid = f);
+CREATE MACRO pg_get_functiondef(f) AS (SELECT first(definition) FROM _dpsql_proc WHERE oid = f);
 CREATE MACRO _regtypes(a) AS (SELECT list(coalesce(t._format, '???') ORDER BY u.i) FROM (SELECT unnest(a) AS o,
   generate_subscripts(a, 1) AS i) u LEFT JOIN pg_type t ON t.oid = u.o);
 CREATE MACRO current_database() AS (SELECT first(datname) FROM pg_database);
@@ -348,6 +349,10 @@ _REWRITES = [
      lambda m: _regclass(m.group(1))),
     (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regtype\b", re.I),
      r"(SELECT oid FROM pg_type WHERE typname = '\1')"),
+    # 'dp_mean'::regproc, 'dp_mean(double precision)'::regprocedure (psql's and pgcli's \\sf)
+    (re.compile(r"'([^'(]*)(?:\([^']*\))?'\s*::\s*(?:pg_catalog\s*\.\s*)?regproc(?:edure)?\b", re.I),
+     lambda m: "(SELECT first(oid) FROM pg_proc WHERE proname = '"
+               + m.group(1).split(".")[-1].strip().strip('"').replace("'", "''") + "')"),
     (re.compile(r"'([^']*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regnamespace\b", re.I),
      r"(SELECT oid FROM pg_namespace WHERE nspname = '\1')"),
     (re.compile(r"\"?pg_catalog\"?\s*\.\s*", re.I), ""),
@@ -417,6 +422,12 @@ class DpFunction:
     args: tuple[tuple[str, int, str | None], ...]  # (name, type oid, default expression or None)
     result: int
     description: str
+    source: str = ""  # its macro in sql/macros.sql (``pg_get_functiondef``: psql's and pgcli's \\sf)
+
+    def definition(self) -> str:
+        """``pg_get_functiondef``: the description, the PostgreSQL-style signature and the DuckDB macro."""
+        head = f"-- {self.description}\n-- public.{self.name}({self.arguments()}) RETURNS {_FORMAT[self.result]}\n"
+        return head + self.source
 
     def arguments(self, defaults: bool = True) -> str:
         """``pg_get_function_arguments`` (with defaults) or ``..._identity_arguments`` (without)."""
@@ -437,6 +448,8 @@ def dp_functions() -> tuple[DpFunction, ...]:
         text = ""
     signatures = {m.group(1).lower(): m.group(2) for m in
                   re.finditer(r"MACRO\s+(dp_\w+)\s*\(([^)]*)\)\s+AS\b", text, re.I)}
+    sources = {m.group(1).lower(): m.group(0).strip() for m in
+               re.finditer(r"^CREATE[^;]*?MACRO\s+(dp_\w+)\s*\(.*?;$", text, re.I | re.M | re.S)}
     out = []
     for name in sorted(AGGREGATE_FUNCTIONS):
         plain = plain_function(name)
@@ -449,13 +462,14 @@ def dp_functions() -> tuple[DpFunction, ...]:
             if default.upper() == "NULL":
                 default = f"NULL::{_FORMAT[oid]}"
             args.append((arg, oid, default or None))
-        what = plain.removeprefix("dp_").replace("_", " ")
+        what = {"dp_count_star": "row count"}.get(plain, plain.removeprefix("dp_").replace("_", " "))
         if name.endswith(CI_SUFFIX):
             desc = (f"dpsql: differentially private {what} with its {DEFAULT_LEVEL:.0%} interval (level :=), "
                     "value, lo and hi as JSON text; charged like " + plain)
         else:
             desc = f"dpsql: differentially private {what}; charged to your budget (epsilon := ...)"
-        out.append(DpFunction(name, tuple(args), t.TEXT if name.endswith(CI_SUFFIX) else t.FLOAT8, desc))
+        out.append(DpFunction(name, tuple(args), t.TEXT if name.endswith(CI_SUFFIX) else t.FLOAT8, desc,
+                              sources.get(name, "")))
     return tuple(out)
 
 
@@ -476,6 +490,7 @@ CATALOG_FUNCTIONS: frozenset[str] = frozenset({
     "pg_collation_is_visible", "pg_encoding_to_char", "format_type", "pg_get_expr", "pg_get_indexdef",
     "pg_get_constraintdef", "pg_get_viewdef", "pg_get_function_result", "pg_get_function_arguments",
     "pg_get_function_identity_arguments", "pg_get_triggerdef", "pg_get_ruledef", "pg_get_partkeydef",
+    "pg_get_functiondef",  # psql's and pgcli's \\sf: the dp_* function's signature and macro
     "pg_get_statisticsobjdef_columns", "pg_get_serial_sequence", "pg_relation_size", "pg_total_relation_size",
     "pg_table_size", "pg_database_size", "pg_size_pretty", "pg_backend_pid", "pg_is_in_recovery", "txid_current",
     "has_table_privilege", "has_schema_privilege", "has_database_privilege", "has_column_privilege",
@@ -745,8 +760,8 @@ class Catalog:
                         "false, false, false, false, 'v', 'u', ?, ?, ?, ?, ?, 'aggregate_dummy', ?, true, false)",
                         [oid, fn.name, ns, len(fn.args), len(defaults), fn.result, [o for _, o, _ in fn.args],
                          [n for n, _, _ in fn.args], ", ".join(defaults) or None])
-            con.execute("INSERT INTO _dpsql_proc VALUES (?, ?, ?, ?)",
-                        [oid, _FORMAT[fn.result], fn.arguments(), fn.arguments(defaults=False)])
+            con.execute("INSERT INTO _dpsql_proc VALUES (?, ?, ?, ?, ?)",
+                        [oid, _FORMAT[fn.result], fn.arguments(), fn.arguments(defaults=False), fn.definition()])
             con.execute("INSERT INTO pg_description VALUES (?, 1255, 0, ?)", [oid, fn.description])
             specific = f"{fn.name}_{oid}"
             # routine_type is NULL for an aggregate, as in PostgreSQL (harlequin labels those 'agg')

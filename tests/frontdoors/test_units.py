@@ -298,6 +298,8 @@ def test_catalog_answers_pgcli_array_literals() -> None:
     ("x = ANY('{a\"b}')", "x = ANY('{a\"b}')"),
     ("x = '{a,b}'", "x = '{a,b}'"),  # a string that is not an array operand stays a string
     ("a.atttypid::regtype::text", "format_type(a.atttypid, NULL)"),
+    ("'public.dp_mean(double precision)'::pg_catalog.regprocedure",
+     "(SELECT first(oid) FROM pg_proc WHERE proname = 'dp_mean')"),
     ("COALESCE(p.proallargtypes::pg_catalog.regtype[], p.proargtypes::regtype[])::text[]",
      "COALESCE(_regtypes(p.proallargtypes), _regtypes(p.proargtypes))::text[]"),
 ])
@@ -331,6 +333,10 @@ def test_catalog_lists_every_dp_function() -> None:
     assert row == [{"a": "x anyelement, epsilon double precision DEFAULT NULL::double precision, method text "
                          "DEFAULT NULL::text", "r": "double precision",
                     "d": "dpsql: differentially private count; charged to your budget (epsilon := ...)"}]
+    source = cat.execute("SELECT pg_catalog.pg_get_functiondef('dp_median'::pg_catalog.regproc::pg_catalog.oid) "
+                         "AS d").column(0).to_pylist()[0]  # psql's and pgcli's \\sf dp_median
+    assert source.startswith("-- dpsql: differentially private median; charged to your budget")
+    assert "\nCREATE OR REPLACE TEMP MACRO dp_median(x, epsilon := NULL, " in source and source.endswith(";")
     params = cat.execute("SELECT parameter_name, data_type FROM information_schema.parameters WHERE specific_name = "
                          "(SELECT specific_name FROM information_schema.routines WHERE routine_name = "
                          "'dp_count_star') ORDER BY ordinal_position").to_pylist()
