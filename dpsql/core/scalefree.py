@@ -376,7 +376,7 @@ def interval_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng
 #: mean: count, floor, then either (centre, radius, centred clipped sum) or, when ``n_hat eps <
 #: MEAN_ROUTE``, the median on the log-uniform codes with the same 0.9 eps
 SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}
-SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.20, "sum": 0.55}
+SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.25, "sum": 0.50}
 MEAN_ROUTE = 300.0
 SUM_FEW = {"median": 0.72, "count": 0.28}  # of the 0.9 eps left on dp_sum's small-count route
 OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_scan rows lie outside
@@ -523,8 +523,8 @@ def interval_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng
 
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): count 0.05 + floor 0.05, then per group,
-    routed on the released count, either the range (centre 0.15 + radius 0.20, :func:`_range`) and the
-    clipped sum (0.55; values clipped to the released [l, r] move the sum by at most max(|l|, |r|) per
+    routed on the released count, either the range (centre 0.15 + radius 0.25, :func:`_range`) and the
+    clipped sum (0.50; values clipped to the released [l, r] move the sum by at most max(|l|, |r|) per
     added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.72 of the remaining 0.9)
     times a count (a second count at 0.28 of it, averaged with the first by inverse variance), or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
