@@ -190,6 +190,66 @@ def _post_processing(node: exp.Expression, select: exp.Select) -> bool:
     return parent is select
 
 
+#: what a subquery over protected rows may be instead (the refusal names it)
+_FILTER_FORM = ("a subquery is allowed over protected data only as an uncorrelated filter on public tables "
+                "in WHERE: col [NOT] IN (SELECT c FROM public_table ...) or [NOT] EXISTS (SELECT ... FROM "
+                "public_table ...); otherwise join the public table")
+_CONNECTIVES = (exp.And, exp.Or, exp.Not, exp.Paren)
+
+
+def check_filter_subquery(ctx: Context, select: exp.Select, sub: Scope) -> None:
+    """A subquery inside an expression of ``select`` (which reads protected rows) is a per-row predicate.
+
+    Issue 15: ``WHERE zip IN (SELECT zip FROM zip_regions WHERE region = 'NE')`` (also ``NOT IN``,
+    ``EXISTS``, ``NOT EXISTS``) is allowed when
+
+    * the subquery and everything nested in it read only public tables (no protected table, no dp_*
+      output: refused when its scope is classified, E051);
+    * it is uncorrelated: every column in it resolves to one of its own relations (a reference to the
+      outer, protected row is E051 -- privacy-wise a predicate on the row itself would be per-row too,
+      but its work could then depend on one person's values, so it is refused with the join as the
+      supported alternative);
+    * it sits in the WHERE of ``select``, as the set of ``[NOT] IN`` or the body of ``[NOT] EXISTS``,
+      reached from WHERE only through AND / OR / NOT / parentheses (so the totality rewrite can put the
+      rest of the condition under TRY; the left operand of IN goes under TRY, the comparison's types are
+      checked by DuckDB's binder, statically).
+
+    Sensitivity: the subquery's result is a function of public data only, so the condition is a fixed
+    per-row predicate ``p(row)``: it only removes rows, each unit keeps a subset of its rows, and the
+    contribution bound (max_rows_per_unit after the bounding rewrite, which copies the WHERE into its inner
+    query) holds unchanged; the cost is what the query costs without the filter.  A semi-join never
+    repeats a row, so there is no fan-out (guard.fanout); the subquery is evaluated once, from public data,
+    so how much work it does does not depend on the protected rows.
+    """
+    node = sub.expression
+    holder = node.parent if isinstance(node.parent, exp.Subquery) else node
+    parent = holder.parent
+    if isinstance(parent, exp.In) and parent.args.get("query") is holder:
+        pred = parent
+    elif isinstance(parent, exp.Exists) and parent.this is holder:
+        pred = parent
+    else:
+        raise refuse("051", _FILTER_FORM)
+    up = pred.parent
+    while isinstance(up, _CONNECTIVES):
+        up = up.parent
+    if not (isinstance(up, exp.Where) and up.parent is select):
+        raise refuse("051", _FILTER_FORM)
+    for inner in sub.traverse():
+        info = ctx.info.get(id(inner.expression))
+        if info is None or info.kind != "public":
+            raise refuse("051", "subqueries inside expressions may not read protected data or dp outputs")
+        if not isinstance(inner.expression, exp.Select):
+            continue
+        srcs = ctx.sources.get(id(inner.expression))
+        if srcs is None:
+            raise refuse("051", _FILTER_FORM)
+        for col in own_nodes(inner.expression):
+            if isinstance(col, exp.Column) and not isinstance(col.this, exp.Star) and resolve(srcs, col) is None:
+                raise refuse("051", f"correlated subqueries (column {col.name!r} is not a column of the "
+                                    f"subquery's own tables) are not allowed over protected data; " + _FILTER_FORM)
+
+
 def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool) -> None:
     having = select.args.get("having")
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
@@ -220,8 +280,8 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
         param = sub.expression.find_ancestor(exp.PropertyEQ, exp.Kwarg)
         if param is not None and dp_name(param.parent):
             raise refuse("060", f"{dp_name(param.parent)}: parameters must be literals, not subqueries")
-    if scope.subquery_scopes:
-        raise refuse("051", "subqueries inside expressions are not allowed in a query over protected data")
+    for sub in scope.subquery_scopes:
+        check_filter_subquery(ctx, select, sub)
     if not has_dp:
         for arg in ("group", "having"):
             if select.args.get(arg) is not None:

@@ -2,7 +2,9 @@
 
 A data-dependent runtime error (division by zero, overflow, a failed cast, ln(0)) would otherwise be a
 one-bit oracle on a single row.  Under TRY it becomes NULL, and NULLs are dropped by the dp_* aggregates.
-(Expression subqueries, which TRY cannot wrap, are already refused in queries over protected data.)
+Expression subqueries, which TRY cannot wrap, are allowed over protected data only as public ``[NOT] IN`` /
+``[NOT] EXISTS`` filters reached from WHERE through AND / OR / NOT (``lineage.check_filter_subquery``):
+:func:`total_filter` wraps everything around them, and the left operand of IN, under TRY instead.
 
 >>> import sqlglot
 >>> e = sqlglot.parse_one("SELECT 1 WHERE x / y > 1").args["where"].this
@@ -50,12 +52,33 @@ def total_expression(expr: exp.Expression) -> exp.Expression:
     return exp.Try(this=expr)
 
 
+def total_filter(expr: exp.Expression) -> exp.Expression:
+    """A WHERE condition made total; around an expression subquery (a public filter) the connectives are
+    kept and their other operands (and the left operand of IN) wrapped one by one.  Under WHERE a NULL drops
+    the row like FALSE, so a raising operand still drops its row (or, under OR, lets the other side decide)."""
+    if not expr.find(exp.Subquery, exp.Exists):
+        return total_expression(expr)
+    if isinstance(expr, exp.Paren):
+        return exp.Paren(this=total_filter(expr.this))
+    if isinstance(expr, exp.Not):
+        return exp.Not(this=total_filter(expr.this))
+    if isinstance(expr, exp.And | exp.Or):
+        return type(expr)(this=total_filter(expr.this), expression=total_filter(expr.expression))
+    if isinstance(expr, exp.In) and expr.args.get("query") is not None:
+        left = expr.this
+        items = left.expressions if isinstance(left, exp.Tuple) else [left]
+        for item in list(items):
+            item.replace(total_expression(item.copy()))
+        return expr
+    return expr  # EXISTS over public data: nothing of the protected row is evaluated
+
+
 def rewrite_totality(ctx: Context) -> None:
     """Wrap WHERE and ON conditions of every scope over protected data, and its row-level projections."""
     for select in ctx.private:
         where = select.args.get("where")
         if where is not None:
-            where.set("this", total_expression(where.this))
+            where.set("this", total_filter(where.this))
         srcs = ctx.sources.get(id(select)) or {}
         for join in select.args.get("joins") or []:
             if join.args.get("on") is not None:

@@ -235,7 +235,21 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT 1 WHERE EXISTS (SELECT 1 FROM visits WHERE note = 'CANARY_7731')", "DPSQL-E051"),
     ("SELECT name FROM clinics WHERE clinic IN (SELECT clinic FROM visits)", "DPSQL-E051"),
     ("SELECT (SELECT dp_count(*, epsilon := 1) FROM visits)", "DPSQL-E051"),
-    (f"SELECT {C} FROM visits WHERE clinic IN (SELECT clinic FROM clinics)", "DPSQL-E051"),
+    # issue 15, item 1: a public uncorrelated [NOT] IN / [NOT] EXISTS in WHERE is allowed; nothing else
+    (f"SELECT {C} FROM visits v WHERE EXISTS (SELECT 1 FROM clinics c WHERE c.clinic = v.clinic)", "DPSQL-E051"),
+    (f"SELECT {C} FROM visits WHERE clinic IN (SELECT name FROM clinics WHERE name = note)", "DPSQL-E051"),
+    (f"SELECT {C} FROM visits WHERE clinic NOT IN (SELECT c.clinic FROM clinics c JOIN visits w "
+     "ON c.clinic = w.clinic)", "DPSQL-E051"),
+    (f"SELECT {C} FROM visits WHERE clinic IN (SELECT clinic FROM (SELECT clinic, {C} AS n FROM visits "
+     "GROUP BY clinic) t WHERE n > 10)", "DPSQL-E051"),
+    ("SELECT dp_sum(cost, epsilon := 1) FILTER (WHERE clinic IN (SELECT clinic FROM clinics)) FROM visits",
+     "DPSQL-E051"),
+    (f"SELECT clinic, {C} FROM visits GROUP BY clinic HAVING clinic IN (SELECT clinic FROM clinics)", "DPSQL-E051"),
+    (f"SELECT {C} FROM visits v JOIN clinics c ON c.clinic = v.clinic AND c.name IN (SELECT name FROM clinics)",
+     "DPSQL-E051"),
+    (f"SELECT {C} FROM visits WHERE cost > (SELECT count(*) FROM clinics)", "DPSQL-E051"),
+    (f"SELECT {C} FROM visits WHERE NOT EXISTS (SELECT 1 FROM clinics WHERE EXISTS "
+     "(SELECT 1 FROM visits WHERE note = 'CANARY_7731'))", "DPSQL-E051"),
     ("SELECT CASE WHEN (SELECT max(cost) FROM visits) > 90 THEN 1 END", "DPSQL-E051"),
     ("SELECT name FROM clinics c WHERE EXISTS (SELECT 1 FROM visits v WHERE v.clinic = c.clinic)", "DPSQL-E051"),
     # E060: invalid privacy parameters
@@ -395,6 +409,13 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT * FROM (SELECT clinic, dp_count_ci(*, epsilon := 0.1) AS r FROM visits GROUP BY ALL) ORDER BY clinic",
      "0.3"),
     ("SELECT r.value, r.hi - r.lo AS width FROM (SELECT dp_count_ci(*, epsilon := 0.1) AS r FROM visits)", "0.3"),
+    # issue 15, item 1: filters through public tables are per-row predicates (cost unchanged)
+    ("SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE clinic IN (SELECT clinic FROM clinics)", "0.3"),
+    ("SELECT clinic, dp_sum(cost, epsilon := 0.1) AS s FROM visits "
+     "WHERE clinic NOT IN (SELECT clinic FROM clinics WHERE name = 'North') GROUP BY clinic", "0.3"),
+    ("SELECT dp_mean(cost, epsilon := 0.1) FROM visits WHERE cost / 0 > 1 OR EXISTS "
+     "(SELECT 1 FROM clinics c WHERE c.name = 'South') AND NOT (clinic IN (SELECT clinic FROM clinics "
+     "WHERE name <> 'East'))", "0.3"),
 ]
 
 #: zero-row probes (issue 19), answered from the schema on ``hospital_catalog(cap=1)``: ``schema_only``,

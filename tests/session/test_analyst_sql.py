@@ -1,0 +1,84 @@
+"""Issue 15 end to end: the SQL analysts actually write, in a guarded session on a real DuckDB file with the
+real guard and binding (filters through public tables, key lists, UNION ALL of same-unit tables, per-unit
+pre-aggregation).  Each of the issue's queries runs and is charged exactly its expected cost; hostile
+variants are refused uncharged."""
+
+from __future__ import annotations
+
+import importlib.util
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.errors import PrivacyError
+
+pytestmark = [
+    pytest.mark.real_guard,
+    pytest.mark.skipif(importlib.util.find_spec("dpsql.guard") is None, reason="needs dpsql.guard"),
+]
+
+
+def make_analyst_db(path: Path) -> Path:
+    """people(uid, name, zip) one row per person; visits(uid, zip, cost) up to 4 per person; the same unit
+    in visits_2023 and visits_2024; zip_regions public."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE people AS SELECT i AS uid, ['Ann', 'Bob', 'Cy'][i % 3 + 1] AS name, "
+                "(10000 + i % 7)::VARCHAR AS zip FROM range(60) r(i)")
+    con.execute("CREATE TABLE visits AS SELECT i // 4 AS uid, (10000 + i % 7)::VARCHAR AS zip, "
+                "((i * 37) % 100)::DOUBLE AS cost FROM range(240) r(i)")
+    con.execute("CREATE TABLE visits_2023 AS SELECT uid, cost FROM visits WHERE uid % 2 = 0")
+    con.execute("CREATE TABLE visits_2024 AS SELECT uid, cost + 1 AS cost FROM visits WHERE uid % 3 = 0")
+    con.execute("CREATE TABLE zip_regions AS SELECT (10000 + i)::VARCHAR AS zip, ['NE', 'SW'][i % 2 + 1] AS region "
+                "FROM range(7) r(i)")
+    con.close()
+    adm = dpsql.admin(path)
+    adm.protect("people", privacy_unit="uid", max_rows_per_unit=1)
+    adm.protect("visits", privacy_unit="uid", max_rows_per_unit=4)
+    adm.protect("visits_2023", privacy_unit="uid", max_rows_per_unit=2)
+    adm.protect("visits_2024", privacy_unit="uid", max_rows_per_unit=3)
+    adm.public_table("zip_regions")
+    adm.grant("alice", epsilon=100)
+    return path
+
+
+@pytest.fixture
+def adb(tmp_path: Path) -> Path:
+    return make_analyst_db(tmp_path / "analyst.duckdb")
+
+
+def _refused(db: Path, sql: str) -> str:
+    with dpsql.connect(db, analyst="alice") as s:
+        with pytest.raises(PrivacyError) as err:
+            s.sql(sql)
+        assert s.budget().spent == 0
+    return err.value.code
+
+
+# item 1: filters through public tables
+PUBLIC_FILTER = ("SELECT dp_count(*, epsilon := 0.1) AS n FROM visits "
+                 "WHERE zip IN (SELECT zip FROM zip_regions WHERE region = 'NE')")
+
+
+def test_public_filter_runs_at_the_unfiltered_cost(adb: Path) -> None:
+    with dpsql.connect(adb, analyst="alice") as s:
+        r = s.sql(PUBLIC_FILTER)
+        assert r.charged == Decimal("0.4")  # 0.1 x max_rows_per_unit 4: the filter changes nothing
+        assert len(r.rows) == 1
+        for sql in ("SELECT dp_sum(cost, epsilon := 0.1) AS s FROM visits "
+                    "WHERE zip NOT IN (SELECT zip FROM zip_regions WHERE region = 'NE')",
+                    "SELECT dp_count(*, epsilon := 0.1) AS n FROM visits "
+                    "WHERE NOT EXISTS (SELECT 1 FROM zip_regions WHERE region = 'XX')"):
+            assert s.sql(sql).charged == Decimal("0.4")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE uid IN (SELECT uid FROM people WHERE name = 'Bob')",
+    "SELECT dp_count(*, epsilon := 0.1) FROM visits v WHERE EXISTS "
+    "(SELECT 1 FROM zip_regions z WHERE z.zip = v.zip)",
+    "SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE zip IN (SELECT zip FROM people)",
+])
+def test_public_filter_hostile_variants_are_refused(adb: Path, sql: str) -> None:
+    assert _refused(adb, sql) == "DPSQL-E051"
