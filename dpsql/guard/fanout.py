@@ -46,7 +46,7 @@ from sqlglot import exp
 
 from .context import Context, refuse
 from .joins import _conjuncts, private_joins
-from .lineage import Sources, resolve
+from .lineage import Sources, resolve, values_rows
 
 INF = math.inf
 
@@ -105,7 +105,11 @@ def size_bound(ctx: Context, node: exp.Expression, ctes: dict[str, exp.Expressio
 
 
 def _multiplicity(ctx: Context, srcs: Sources, alias: str, column: str) -> float:
-    node, _, source = srcs[alias]
+    node, info, source = srcs[alias]
+    if isinstance(node, exp.Values):  # literal rows: the multiplicity is in the text
+        idx = [c.lower() for c in info.columns].index(column)
+        rows = values_rows(node, [idx])
+        return float(max((rows.count(r) for r in set(rows)), default=0))
     if isinstance(source, exp.Table):
         info = ctx.catalog.get(source.name)
         name = next((c for c in info.multiplicity if c.lower() == column), None) if info and not info.protected \
@@ -147,6 +151,12 @@ def check_fanout(ctx: Context) -> None:
     for srcs, join, right, seen in private_joins(ctx):
         left_prot = any(srcs[a][1].kind == "protected" for a in seen)
         right_prot = srcs[right][1].kind == "protected"
+        if left_prot or right_prot:
+            for a in [right, *seen]:
+                node = srcs[a][0]
+                if isinstance(node, exp.Values) and len(set(rows := values_rows(node))) != len(rows):
+                    raise refuse("043", "a VALUES list joined to protected rows must list each row once "
+                                        "(a duplicate would repeat a person's rows)")
         bound = 0.0
         if left_prot and not right_prot:
             bound = _fanout(ctx, srcs, join, [right], seen, ctes)

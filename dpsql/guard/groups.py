@@ -48,7 +48,9 @@ def _domain_values(values: tuple, type_: str) -> exp.Expression:
 def _domain_public(srcs: Sources, alias: str, column: str) -> exp.Expression:
     """``SELECT DISTINCT col AS _dpsql_k FROM <public relation>``."""
     node, _, source = srcs[alias]
-    if isinstance(source, exp.Table):
+    if isinstance(node, exp.Values):  # an analyst's key list (issue 15): its own distinct literals
+        rel = node.copy()
+    elif isinstance(source, exp.Table):
         rel = exp.Table(this=exp.to_identifier(source.name))
     elif isinstance(node, exp.Table):  # a CTE reference
         rel = exp.Table(this=exp.to_identifier(node.name))

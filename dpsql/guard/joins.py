@@ -75,6 +75,57 @@ def _joins_on_unit(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
     return False
 
 
+def _key_list_join(srcs: Sources, join: exp.Join, right: str, left: list[str]) -> bool:
+    """Issue 15, item 2: ``FROM (VALUES ...) k(name) LEFT JOIN t ON t.c = k.name ... GROUP BY k.name``.
+
+    Allowed when everything left of the join is literal VALUES lists (public, at most 10,000 rows, each key
+    listed once: ``guard.fanout``), the ON condition equates a column of the protected side with a column of
+    a list, and the aggregation groups by exactly the lists' columns.
+
+    Rewrite and sensitivity: the unmatched list rows carry a NULL unit and are dropped by the bounding
+    rewrite (``unit IS NOT NULL``), so the bounded rows are exactly those of the INNER join, each protected
+    row meeting at most one list row (distinct keys): a unit's contribution is still at most
+    max_rows_per_unit rows in each of at most max_groups_per_unit groups, the cost the query pays.  The
+    groups released are the list's keys, all of them (the public-keys rewrite drives the groups from the
+    list's distinct values, an empty group gets its DP answer), so which keys occur in the data is never
+    revealed by which rows come out.  The INNER join form is the same query; it was allowed before (a join
+    to a public relation whose columns are public keys)."""
+    if not all(isinstance(srcs[a][0], exp.Values) for a in left):
+        return False
+    on = join.args.get("on")
+    if on is None:
+        return False
+    joined = False
+    for c in _conjuncts(on):
+        if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and isinstance(c.right, exp.Column):
+            a, b = resolve(srcs, c.left), resolve(srcs, c.right)
+            if a is not None and b is not None and {a[0], b[0]} & {right} and ({a[0], b[0]} - {right}) <= set(left):
+                joined = joined or a[0] != b[0]
+    select = join.parent
+    from .groups import _keys
+
+    keys = [resolve(srcs, k) if isinstance(k, exp.Column) else None for k in _keys(select, srcs)]
+    listed = {(a, c.lower()) for a in left for c in srcs[a][1].columns}
+    return joined and bool(keys) and None not in keys and set(keys) == listed and len(keys) == len(listed)
+
+
+def _no_unit_list(srcs: Sources, join: exp.Join) -> None:
+    """A VALUES list equated with the privacy unit would list persons as groups: E032, like GROUP BY unit."""
+    on = join.args.get("on")
+    for c in _conjuncts(on) if on is not None else []:
+        if isinstance(c, exp.EQ | exp.NullSafeEQ) and isinstance(c.left, exp.Column) and \
+                isinstance(c.right, exp.Column):
+            a, b = resolve(srcs, c.left), resolve(srcs, c.right)
+            for x, y in ((a, b), (b, a)):
+                if x is not None and y is not None and is_unit(srcs, x) and isinstance(srcs[y[0]][0], exp.Values):
+                    raise refuse("032", "a key list may not list privacy units (that groups by the unit)")
+    for ident in join.args.get("using") or []:
+        name = ident.name.lower()
+        aliases = [a for a, (_, i, _) in srcs.items() if name in [c.lower() for c in i.columns]]
+        if any(is_unit(srcs, (a, name)) for a in aliases) and any(isinstance(srcs[a][0], exp.Values) for a in aliases):
+            raise refuse("032", "a key list may not list privacy units (that groups by the unit)")
+
+
 def private_joins(ctx: Context) -> Iterator[tuple[Sources, exp.Join, str, list[str]]]:
     """Every join of every scope that reads protected rows, in order: ``(sources, join, right alias, the
     aliases joined before it)`` (the list is a copy).  Shared by this pass and the fan-out pass."""
@@ -99,6 +150,7 @@ def check_joins(ctx: Context) -> None:
         left_prot = [a for a in seen if srcs[a][1].kind == "protected"]
         right_prot = srcs[right][1].kind == "protected"
         if left_prot or right_prot:
+            _no_unit_list(srcs, join)
             method = str(join.args.get("method") or "").upper()
             kind = str(join.args.get("kind") or "").upper()
             side = str(join.args.get("side") or "").upper()
@@ -106,8 +158,13 @@ def check_joins(ctx: Context) -> None:
                 raise refuse("040", f"{(method or kind)} joins involving protected data are not allowed")
             if not join.args.get("on") and not join.args.get("using"):
                 raise refuse("040", "joins involving protected data need an ON or USING condition")
+            if side == "LEFT" and right_prot and not left_prot and _key_list_join(srcs, join, right, seen):
+                continue
             if side == "FULL" or (side == "RIGHT" and left_prot) or (side == "LEFT" and right_prot):
-                raise refuse("040", "outer joins may not make protected rows optional")
+                raise refuse("040", "outer joins may not make protected rows optional; to release listed keys "
+                                    "(empty ones too) write a key list: SELECT k.name, dp_count(*, epsilon := 0.1) "
+                                    "FROM (VALUES ('Bob'), ('Zed')) k(name) LEFT JOIN t ON t.name = k.name "
+                                    "GROUP BY k.name")
             if left_prot and right_prot:
                 if side:
                     raise refuse("040", "protected relations may be joined only by INNER joins")

@@ -142,6 +142,49 @@ def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
     return exp.column(name, table=alias, quoted=True)
 
 
+#: the longest VALUES list a query may name (a key list: every key is released, so its length is public)
+MAX_VALUES_ROWS = 10_000
+_CONSTANTS = (exp.Literal, exp.Null, exp.Boolean)
+
+
+def _constant(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Neg | exp.Paren):
+        return _constant(node.this)
+    if isinstance(node, exp.Cast):  # TRY_CAST included (casts were made TRY_CAST by the syntax pass)
+        return _constant(node.this)
+    return isinstance(node, _CONSTANTS)
+
+
+def values_info(values: exp.Values) -> ScopeInfo:
+    """A ``VALUES`` list in FROM (issue 15, item 2: an analyst-supplied key list) is a public relation when
+    every item is a literal constant (E010 otherwise) and it has at most MAX_VALUES_ROWS rows (E010); its
+    columns are the alias's column names (DuckDB's col0, col1, ... without them)."""
+    rows = values.expressions
+    if len(rows) > MAX_VALUES_ROWS:
+        raise refuse("010", f"a VALUES list may have at most {MAX_VALUES_ROWS:,} rows")
+    width = None
+    for row in rows:
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        if width is not None and len(items) != width:
+            raise refuse("010", "the rows of a VALUES list must have the same length")
+        width = len(items)
+        if not all(_constant(i) for i in items):
+            raise refuse("010", "a VALUES list may hold only literal constants")
+    alias = values.args.get("alias")
+    names = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+    names += [f"col{i}" for i in range(len(names), width or 0)]
+    return ScopeInfo("public", columns=names)
+
+
+def values_rows(values: exp.Values, columns: list[int] | None = None) -> list[tuple[str, ...]]:
+    """The literal rows of a VALUES list as texts (only ``columns``, by position, if given)."""
+    out = []
+    for row in values.expressions:
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        out.append(tuple(items[i].sql("duckdb") for i in (columns if columns is not None else range(len(items)))))
+    return out
+
+
 def _star_sources(srcs: Sources, proj: exp.Expression) -> list[str] | None:
     if isinstance(proj, exp.Star):
         return list(srcs)
@@ -296,7 +339,10 @@ def analyse_lineage(ctx: Context) -> None:
     for scope in ctx.scopes:
         expr = scope.expression
         if scope.scope_type == ScopeType.UDTF:
-            raise refuse("010", "table functions are not allowed")
+            if not isinstance(expr, exp.Values):
+                raise refuse("010", "table functions are not allowed")
+            ctx.info[id(expr)] = values_info(expr)
+            continue
         if not isinstance(expr, exp.Select):
             kinds = {ctx.info[id(s.expression)].kind for s in scope.set_operation_scopes}
             if "protected" in kinds:

@@ -252,6 +252,31 @@ HOSPITAL: list[tuple[str, str]] = [
      "(SELECT 1 FROM visits WHERE note = 'CANARY_7731'))", "DPSQL-E051"),
     ("SELECT CASE WHEN (SELECT max(cost) FROM visits) > 90 THEN 1 END", "DPSQL-E051"),
     ("SELECT name FROM clinics c WHERE EXISTS (SELECT 1 FROM visits v WHERE v.clinic = c.clinic)", "DPSQL-E051"),
+    # issue 15, item 2: key lists are literal, distinct, LEFT JOINed only as groups, never lists of units
+    (f"SELECT k.c, {C} FROM (VALUES ('A'), ('A'), ('B')) k(c) LEFT JOIN visits v ON v.clinic = k.c GROUP BY k.c",
+     "DPSQL-E043"),
+    (f"SELECT k.c, {C} FROM visits v JOIN (VALUES ('A'), ('A')) k(c) ON v.clinic = k.c GROUP BY k.c", "DPSQL-E043"),
+    (f"SELECT {C} FROM (VALUES ('A'), ('B')) k(c) LEFT JOIN visits v ON v.clinic = k.c", "DPSQL-E040"),
+    (f"SELECT k.c, {C} FROM (VALUES ('A', 1), ('B', 2)) k(c, x) LEFT JOIN visits v ON v.clinic = k.c GROUP BY k.c",
+     "DPSQL-E040"),
+    (f"SELECT k.c, v.clinic, {C} FROM (VALUES ('A'), ('B')) k(c) LEFT JOIN visits v ON v.clinic = k.c "
+     "GROUP BY k.c, v.clinic", "DPSQL-E040"),
+    (f"SELECT k.c, {C} FROM (VALUES ('A'), ('B')) k(c) LEFT JOIN visits v ON v.note = k.c OR true GROUP BY k.c",
+     "DPSQL-E040"),
+    ("SELECT k.c FROM (VALUES ('CANARY_7731'), ('B')) k(c) LEFT JOIN visits v ON v.note = k.c "
+     "WHERE v.patient_id IS NOT NULL", "DPSQL-E020"),
+    (f"SELECT k.c, max(v.note), {C} FROM (VALUES ('A'), ('B')) k(c) LEFT JOIN visits v ON v.clinic = k.c "
+     "GROUP BY k.c", "DPSQL-E021"),
+    (f"SELECT k.c, {C} FROM (VALUES ('A'), ('B')) k(c) LEFT JOIN visits v ON v.clinic = k.c GROUP BY k.c "
+     "HAVING max(v.note) > 'a'", "DPSQL-E022"),
+    ("SELECT k.c, v.note FROM (VALUES ('A'), ('B')) k(c) JOIN visits v ON v.clinic = k.c", "DPSQL-E020"),
+    (f"SELECT k.p, {C} FROM (VALUES (1000), (7)) k(p) LEFT JOIN visits v ON v.patient_id = k.p GROUP BY k.p",
+     "DPSQL-E032"),
+    (f"SELECT patient_id, {C} FROM visits JOIN (VALUES (1000)) k(patient_id) USING (patient_id) "
+     "GROUP BY patient_id", "DPSQL-E032"),
+    (f"SELECT k.c, {C} FROM (VALUES ((SELECT max(note) FROM visits))) k(c) LEFT JOIN visits v ON v.note = k.c "
+     "GROUP BY k.c", "DPSQL-E010"),
+    (f"SELECT k.c, {C} FROM (VALUES (lower('A'))) k(c) JOIN visits v ON v.clinic = k.c GROUP BY k.c", "DPSQL-E010"),
     # E060: invalid privacy parameters
     ("SELECT dp_count(*, epsilon := -1) FROM visits", "DPSQL-E060"),
     ("SELECT dp_count(*, epsilon := 0) FROM visits", "DPSQL-E060"),
@@ -409,6 +434,13 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT * FROM (SELECT clinic, dp_count_ci(*, epsilon := 0.1) AS r FROM visits GROUP BY ALL) ORDER BY clinic",
      "0.3"),
     ("SELECT r.value, r.hi - r.lo AS width FROM (SELECT dp_count_ci(*, epsilon := 0.1) AS r FROM visits)", "0.3"),
+    # issue 15, item 2: analyst-supplied key lists; every listed key is released, empty ones too (cost unchanged)
+    ("SELECT k.c, dp_count(*, epsilon := 0.1) AS n FROM (VALUES ('A'), ('Z')) k(c) LEFT JOIN visits v "
+     "ON v.clinic = k.c GROUP BY k.c", "0.3"),
+    ("SELECT k.n, dp_sum(v.cost, epsilon := 0.1) FROM (VALUES ('n1'), ('n4'), ('nope')) AS k(n) "
+     "LEFT JOIN visits AS v ON v.note = k.n GROUP BY ALL ORDER BY k.n", "0.3"),
+    ("SELECT c, dp_mean(cost, epsilon := 0.1) FROM visits v JOIN (VALUES ('A'), ('Q')) k(c) ON v.clinic = k.c "
+     "GROUP BY c", "0.3"),
     # issue 15, item 1: filters through public tables are per-row predicates (cost unchanged)
     ("SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE clinic IN (SELECT clinic FROM clinics)", "0.3"),
     ("SELECT clinic, dp_sum(cost, epsilon := 0.1) AS s FROM visits "

@@ -12,7 +12,7 @@ import dpsql.guard
 from dpsql.errors import PrivacyError
 from dpsql.guard import plan
 
-THREAT_CODES = {"DPSQL-E0" + c for c in ("01 02 03 10 11 12 20 21 22 30 31 32 40 41 42 50 51 60 61").split()}
+THREAT_CODES = {"DPSQL-E0" + c for c in ("01 02 03 10 11 12 20 21 22 30 31 32 40 41 42 43 50 51 60 61").split()}
 
 
 def test_corpus_is_large_and_covers_every_static_code() -> None:

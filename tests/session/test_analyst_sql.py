@@ -26,7 +26,7 @@ def make_analyst_db(path: Path) -> Path:
     in visits_2023 and visits_2024; zip_regions public."""
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE people AS SELECT i AS uid, ['Ann', 'Bob', 'Cy'][i % 3 + 1] AS name, "
-                "(10000 + i % 7)::VARCHAR AS zip FROM range(60) r(i)")
+                "(10000 + i % 7)::VARCHAR AS zip, 20 + i % 50 AS age FROM range(60) r(i)")
     con.execute("CREATE TABLE visits AS SELECT i // 4 AS uid, (10000 + i % 7)::VARCHAR AS zip, "
                 "((i * 37) % 100)::DOUBLE AS cost FROM range(240) r(i)")
     con.execute("CREATE TABLE visits_2023 AS SELECT uid, cost FROM visits WHERE uid % 2 = 0")
@@ -82,3 +82,35 @@ def test_public_filter_runs_at_the_unfiltered_cost(adb: Path) -> None:
 ])
 def test_public_filter_hostile_variants_are_refused(adb: Path, sql: str) -> None:
     assert _refused(adb, sql) == "DPSQL-E051"
+
+
+# item 2: analyst-supplied key lists
+KEY_LIST = ("SELECT k.name, dp_count(p.uid, epsilon := 0.1) AS n FROM (VALUES ('Bob'), ('Zed')) k(name) "
+            "LEFT JOIN people p ON p.name = k.name GROUP BY k.name ORDER BY k.name")
+
+
+def test_key_list_releases_every_listed_key(adb: Path) -> None:
+    with dpsql.connect(adb, analyst="alice") as s:
+        r = s.sql(KEY_LIST)
+        assert r.charged == Decimal("0.1")  # people: one row per unit
+        assert [row[0] for row in r.rows] == ["Bob", "Zed"]  # 'Zed' has no rows and is released all the same
+        many = ", ".join(f"('k{i}')" for i in range(5000)) + ", ('Ann')"
+        r = s.sql(f"SELECT k.name, dp_count(*, epsilon := 0.1) FROM (VALUES {many}) k(name) "
+                  "LEFT JOIN people p ON p.name = k.name GROUP BY k.name")
+        assert len(r.rows) == 5001 and r.charged == Decimal("0.1")
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("SELECT k.name, dp_count(p.uid, epsilon := 0.1) FROM (VALUES ('Bob'), ('Bob')) k(name) "
+     "LEFT JOIN people p ON p.name = k.name GROUP BY k.name", "DPSQL-E043"),
+    ("SELECT k.u, dp_count(p.uid, epsilon := 0.1) FROM (VALUES (1), (2)) k(u) LEFT JOIN people p ON p.uid = k.u "
+     "GROUP BY k.u", "DPSQL-E032"),
+    ("SELECT k.name FROM (VALUES ('Bob')) k(name) LEFT JOIN people p ON p.name = k.name WHERE p.uid IS NOT NULL",
+     "DPSQL-E020"),
+    ("SELECT k.name, p.zip, dp_count(p.uid, epsilon := 0.1) FROM (VALUES ('Bob')) k(name) "
+     "LEFT JOIN people p ON p.name = k.name GROUP BY k.name, p.zip", "DPSQL-E040"),
+    ("SELECT k.a, dp_count(*, epsilon := 0.1) FROM (VALUES " + ",".join(f"({i})" for i in range(10001))
+     + ") k(a) LEFT JOIN people p ON p.age = k.a GROUP BY k.a", "DPSQL-E010"),
+])
+def test_key_list_hostile_variants_are_refused(adb: Path, sql: str, code: str) -> None:
+    assert _refused(adb, sql) == code
