@@ -126,8 +126,8 @@ def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
     """An expression, valid in the scope owning ``srcs``, equal to the unit of protected source ``alias``
     (projecting the unit out of a subquery under a reserved name when the analyst did not)."""
     node, info, source = srcs[alias]
-    if info.unit_cols:
-        return exp.column(sorted(info.unit_cols)[0], table=alias, quoted=True)
+    if info.unit_cols:  # an unaliased derived table (sqlglot names it ""): the column unqualified
+        return exp.column(sorted(info.unit_cols)[0], table=alias or None, quoted=True)
     if isinstance(source, exp.Table):  # row-level table: each row is its own unit
         return exp.column("rowid", table=alias, quoted=True)
     inner = source.expression
@@ -139,7 +139,7 @@ def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
     inner.select(exp.alias_(unit_expression(ctx, inner_srcs, first), name, quoted=True), copy=False)
     info.unit_cols.add(name)
     info.columns.append(name)
-    return exp.column(name, table=alias, quoted=True)
+    return exp.column(name, table=alias or None, quoted=True)
 
 
 #: the longest VALUES list a query may name (a key list: every key is released, so its length is public)
@@ -182,6 +182,59 @@ def values_rows(values: exp.Values, columns: list[int] | None = None) -> list[tu
     for row in values.expressions:
         items = row.expressions if isinstance(row, exp.Tuple) else [row]
         out.append(tuple(items[i].sql("duckdb") for i in (columns if columns is not None else range(len(items)))))
+    return out
+
+
+_UNION_FORM = ("over protected rows only UNION ALL is allowed, of branches that each read protected rows with "
+               "the same privacy unit and select that unit column in the same position: SELECT dp_sum(cost, ...) "
+               "FROM (SELECT uid, cost FROM a UNION ALL SELECT uid, cost FROM b)")
+
+
+def _declared(ti, column: str) -> tuple | None:
+    return next((tuple(v) for k, v in ti.public_keys.items() if k.lower() == column.lower()), None)
+
+
+def union_info(ctx: Context, scope: Scope) -> ScopeInfo:
+    """Issue 15, item 3: ``FROM (SELECT uid, cost FROM visits_2023 UNION ALL SELECT uid, cost FROM
+    visits_2024)`` inside a query (never its output, E020).
+
+    Allowed: UNION ALL (not UNION, which deduplicates across units, nor INTERSECT / EXCEPT, nor BY NAME;
+    E050), no ORDER BY / LIMIT on it (E050), every branch protected (a public branch mixed in is E050: its
+    "unit" values would be made up), and the tables of one privacy unit (E042, checked for the whole query).
+    The union's unit columns are the positions where every branch outputs its unit column; there must be one
+    (E050).  A column keeps a protected origin (for declared keys) only when every branch agrees on it.
+
+    Rewrite and sensitivity: nothing is rewritten here; the union is an ordinary protected relation to the
+    aggregation above it, whose bounding rewrite runs *after* the union, partitioned by the union's unit
+    column: a unit with rows in several branches keeps at most k rows per (unit, group) in total, with
+    k = the largest max_rows_per_unit among the branches' tables (and g likewise), which is the multiplier
+    the cost pays.  Sensitivity therefore does not add up over branches: the bound is per unit, after the
+    union."""
+    expr = scope.expression
+    if not (isinstance(expr, exp.Union) and not expr.args.get("distinct") and not expr.args.get("by_name")):
+        raise refuse("050", _UNION_FORM)
+    for arg in ("order", "limit", "offset"):
+        if expr.args.get(arg) is not None:
+            raise refuse("050", f"{arg.upper()} is not allowed over protected rows")
+    branches = [ctx.info[id(s.expression)] for s in scope.set_operation_scopes]
+    if any(b.kind != "protected" for b in branches):
+        raise refuse("050", _UNION_FORM)
+    if len({len(b.columns) for b in branches}) != 1:
+        raise refuse("050", "the branches of a UNION ALL must have the same number of columns")
+    first = branches[0]
+    out = ScopeInfo("protected", columns=list(first.columns))
+    for b in branches:
+        out.tables.extend(t for t in b.tables if t not in out.tables)
+    for i, name in enumerate(first.columns):
+        if all(b.columns[i] in b.unit_cols for b in branches):
+            out.unit_cols.add(name)
+        origins = [b.origins.get(b.columns[i]) for b in branches]
+        if None not in origins and (all(o == origins[0] for o in origins)
+                                    or len({_declared(ti, c) for ti, c in origins} - {None}) == 1
+                                    and all(_declared(ti, c) is not None for ti, c in origins)):
+            out.origins[name] = origins[0]  # one table's column, or columns with the same declared keys
+    if not out.unit_cols:
+        raise refuse("050", _UNION_FORM)
     return out
 
 
@@ -346,8 +399,10 @@ def analyse_lineage(ctx: Context) -> None:
         if not isinstance(expr, exp.Select):
             kinds = {ctx.info[id(s.expression)].kind for s in scope.set_operation_scopes}
             if "protected" in kinds:
-                code = "020" if scope.is_root else "050"
-                raise refuse(code, "set operations over protected rows are not allowed")
+                if scope.is_root:
+                    raise refuse("020", "protected values may reach the output only through dp_* aggregates")
+                ctx.info[id(expr)] = union_info(ctx, scope)
+                continue
             left = ctx.info[id(scope.set_operation_scopes[0].expression)]
             ctx.info[id(expr)] = ScopeInfo("noisy" if "noisy" in kinds else "public", columns=list(left.columns))
             continue

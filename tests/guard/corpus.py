@@ -219,7 +219,19 @@ HOSPITAL: list[tuple[str, str]] = [
     ("WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
      "DPSQL-E050"),
     ("SELECT dp_count(*, epsilon := 1) OVER () FROM visits", "DPSQL-E050"),
-    (f"SELECT {C} FROM (SELECT * FROM visits UNION ALL SELECT * FROM visits) t", "DPSQL-E050"),
+    # issue 15, item 3: UNION ALL of same-unit branches, each selecting the unit in the same position
+    (f"SELECT {C} FROM (SELECT patient_id, cost FROM visits UNION SELECT patient_id, cost FROM visits) t",
+     "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT patient_id, cost FROM visits UNION ALL SELECT 1, 2.0 FROM clinics) t", "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT patient_id, cost FROM visits UNION ALL SELECT cost, patient_id FROM visits) t",
+     "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT cost FROM visits UNION ALL SELECT cost FROM visits) t", "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT patient_id FROM visits UNION ALL BY NAME SELECT patient_id FROM visits) t",
+     "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT patient_id FROM visits UNION ALL SELECT patient_id FROM visits LIMIT 5) t",
+     "DPSQL-E050"),
+    (f"SELECT {C} FROM (SELECT patient_id FROM visits EXCEPT ALL SELECT patient_id FROM visits) t", "DPSQL-E050"),
+    ("SELECT note FROM visits UNION ALL SELECT note FROM visits", "DPSQL-E020"),
     (f"SELECT {C} FROM (SELECT * FROM visits OFFSET 5) t", "DPSQL-E050"),
     (f"SELECT {C} FROM (SELECT clinic FROM visits GROUP BY clinic) t", "DPSQL-E050"),
     (f"SELECT DISTINCT clinic, {C} FROM visits GROUP BY clinic", "DPSQL-E050"),
@@ -365,6 +377,9 @@ EXTENDED: list[tuple[str, str]] = [
     (f"SELECT {C} FROM visits UNION ALL SELECT {C} FROM accounts", "DPSQL-E042"),
     (f"SELECT {C} FROM events e JOIN visits v ON true", "DPSQL-E042"),
     (f"SELECT {C} FROM events a JOIN events b ON a.kind = b.kind", "DPSQL-E040"),
+    (f"SELECT {C} FROM (SELECT patient_id, cost FROM visits UNION ALL SELECT account_id, balance FROM accounts) t",
+     "DPSQL-E042"),
+    (f"SELECT {C} FROM (SELECT * FROM events UNION ALL SELECT * FROM events) t", "DPSQL-E050"),
     (f"SELECT {C} FROM visits v JOIN diag d ON v.clinic = d.code", "DPSQL-E040"),
     (f"SELECT code, {C} FROM visits v JOIN diag d USING (patient_id) GROUP BY code", "DPSQL-E030"),
     (f"SELECT {C} FROM diag d JOIN (SELECT patient_id * 2 AS patient_id FROM visits) v USING (patient_id)",
@@ -441,6 +456,13 @@ ALLOWED: list[tuple[str, str]] = [
      "LEFT JOIN visits AS v ON v.note = k.n GROUP BY ALL ORDER BY k.n", "0.3"),
     ("SELECT c, dp_mean(cost, epsilon := 0.1) FROM visits v JOIN (VALUES ('A'), ('Q')) k(c) ON v.clinic = k.c "
      "GROUP BY c", "0.3"),
+    # issue 15, item 3: UNION ALL of one unit's tables; bounded per unit after the union (k = 3 for visits)
+    ("SELECT dp_count(*, epsilon := 0.1) FROM (SELECT * FROM visits UNION ALL SELECT * FROM visits) t", "0.3"),
+    ("SELECT dp_sum(cost, epsilon := 0.1) FROM (SELECT patient_id, cost FROM visits WHERE clinic = 'A' "
+     "UNION ALL SELECT patient_id AS p, cost * 2 FROM visits WHERE clinic = 'B')", "0.3"),
+    ("SELECT clinic, dp_mean(cost, epsilon := 0.1) FROM (SELECT patient_id, clinic, cost FROM visits UNION ALL "
+     "SELECT patient_id, clinic, cost FROM visits UNION ALL SELECT patient_id, clinic, 0 FROM visits) u "
+     "GROUP BY clinic", "0.3"),
     # issue 15, item 1: filters through public tables are per-row predicates (cost unchanged)
     ("SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE clinic IN (SELECT clinic FROM clinics)", "0.3"),
     ("SELECT clinic, dp_sum(cost, epsilon := 0.1) AS s FROM visits "

@@ -114,3 +114,28 @@ def test_key_list_releases_every_listed_key(adb: Path) -> None:
 ])
 def test_key_list_hostile_variants_are_refused(adb: Path, sql: str, code: str) -> None:
     assert _refused(adb, sql) == code
+
+
+# item 3: UNION ALL of protected tables with the same unit
+UNION = ("SELECT dp_sum(cost, epsilon := 0.1, lower := 0, upper := 100) AS s "
+         "FROM (SELECT uid, cost FROM visits_2023 UNION ALL SELECT uid, cost FROM visits_2024)")
+
+
+def test_union_all_is_bounded_per_unit_after_the_union(adb: Path) -> None:
+    with dpsql.connect(adb, analyst="alice") as s:
+        r = s.sql(UNION)
+        assert r.charged == Decimal("0.3")  # 0.1 x the largest max_rows_per_unit (visits_2024: 3), not 2 + 3
+        assert len(r.rows) == 1
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("SELECT dp_sum(cost, epsilon := 0.1) FROM (SELECT uid, cost FROM visits_2023 UNION "
+     "SELECT uid, cost FROM visits_2024)", "DPSQL-E050"),
+    ("SELECT dp_sum(cost, epsilon := 0.1) FROM (SELECT uid, cost FROM visits_2023 UNION ALL "
+     "SELECT 1, 2.0 FROM zip_regions)", "DPSQL-E050"),
+    ("SELECT dp_sum(cost, epsilon := 0.1) FROM (SELECT cost FROM visits_2023 UNION ALL "
+     "SELECT cost FROM visits_2024)", "DPSQL-E050"),
+    ("SELECT uid, cost FROM visits_2023 UNION ALL SELECT uid, cost FROM visits_2024", "DPSQL-E020"),
+])
+def test_union_hostile_variants_are_refused(adb: Path, sql: str, code: str) -> None:
+    assert _refused(adb, sql) == code
