@@ -383,7 +383,9 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
             if select.args.get(arg) is not None:
                 raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates" + _PICK_LIST)
         for arg in ("order", "limit", "offset"):
-            if select.args.get(arg) is not None:
+            # at the outermost level the rows themselves are the problem (E020 below): BI tools append a
+            # LIMIT to every query, and "LIMIT is not allowed" pointed their users at the wrong cause
+            if select.args.get(arg) is not None and not scope.is_root:
                 raise refuse("050", f"{arg.upper()} is not allowed over protected rows")
 
 

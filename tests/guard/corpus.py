@@ -334,9 +334,10 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT * FROM visits WHERE 1 = 0 OR cost > 100", "DPSQL-E020"),
     ("SELECT * FROM visits WHERE cost <> cost", "DPSQL-E020"),
     ("SELECT note FROM visits WHERE 'a' = 'b' OR note = 'CANARY_7731'", "DPSQL-E020"),
-    ("SELECT * FROM visits WHERE NULL LIMIT 1", "DPSQL-E050"),
+    # raw rows with a LIMIT at the outermost level: E020 (the rows), not E050 (the LIMIT BI tools append)
+    ("SELECT * FROM visits WHERE NULL LIMIT 1", "DPSQL-E020"),
     ("SELECT * FROM (SELECT * FROM visits LIMIT 0) AS q", "DPSQL-E050"),
-    ("SELECT note FROM visits LIMIT 0 + 0", "DPSQL-E050"),
+    ("SELECT note FROM visits LIMIT 0 + 0", "DPSQL-E020"),
     ("SELECT note FROM visits LIMIT (SELECT 0)", "DPSQL-E051"),
     ("SELECT count(*) FROM visits WHERE 1 = 0", "DPSQL-E021"),
     ("SELECT sum(cost) FROM visits WHERE false GROUP BY ALL", "DPSQL-E021"),
