@@ -25,8 +25,6 @@ What the probability covers:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 __all__ = ["dlap_quantile", "count_interval", "ratio_interval", "EM_SLACK"]
@@ -65,12 +63,3 @@ def ratio_interval(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: n
         lo = np.where(s_lo < 0, s_lo / n_lo, s_lo / n_hi)
         hi = np.where(s_hi > 0, s_hi / n_lo, s_hi / n_hi)
     return lo, hi
-
-
-def split_alpha(level: float, pieces: int) -> float:
-    """The miss probability each of ``pieces`` noisy releases gets (union bound)."""
-    return (1.0 - level) / max(pieces, 1)
-
-
-def log_inv(alpha: float) -> float:
-    return math.log(1.0 / alpha)
