@@ -265,7 +265,8 @@ def test_sqllab_dp_query_replayed_and_refusal(api: tuple[Api, int], dpsql_server
     status, body = a.sqllab(db_id, "SELECT kind, charged, replayed_from FROM dpsql_last_charge()")
     assert body["data"] == [{"kind": "replay", "charged": 0, "replayed_from": seq}], body
     status, body = a.sqllab(db_id, "SELECT dep_delay FROM flights")
-    assert status >= 400 and "DPSQL-E020" in json.dumps(body), body  # the code reaches SQL Lab's error (E020: raw rows, despite the LIMIT)
+    # the code reaches SQL Lab's error: E020 (raw rows), despite the LIMIT Superset appends
+    assert status >= 400 and "DPSQL-E020" in json.dumps(body), body
     assert len(_log(db)) == before + 2  # the budget relations and the refusal cost nothing
 
 
