@@ -63,8 +63,7 @@ from ..noise import Rng
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
 from .intervals import dlap_quantile
-from .primitives import WIDE, need_wide, noisy_count, pow2_floor
-from .primitives import per_row as per_row_of
+from .primitives import WIDE, need_wide, noisy_count, per_row, pow2_floor
 from .registry import Method, Params, register
 from .universal import _bounded, mean_range
 
@@ -598,7 +597,7 @@ def interval_var(batch: Batch, budget: Privacy, params: Params, rng: Rng
     e = sf._floor_exponent(s, sp["floor"] * eps, rng)
     c = sf._centre(s, e, sp["centre"] * eps, rng)
     with np.errstate(over="ignore", invalid="ignore"):
-        y = np.minimum(np.square(s.values - per_row_of(c, s.offsets)), DOMAIN)
+        y = np.minimum(np.square(s.values - per_row(c, s.offsets)), DOMAIN)
     _, _, hi_mean = sf._mean_sum(Batch(y, s.offsets), Privacy("pure", sp["squares"] * eps), Params(), rng,
                                  1.0 - alpha / 4.0, "mean")
     n_lo = n_hat - dlap_quantile(1.0 / (sp["count"] * eps), alpha / 4.0)

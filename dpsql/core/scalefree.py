@@ -477,11 +477,10 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
         l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
         c = l / 2.0 + r / 2.0
         half = r / 2.0 - l / 2.0
-        if kind == "mean":
-            x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets)) - per_row(c, sub.offsets)
-            sens = half
+        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
+        if kind == "mean":  # centred: a row moves the sum by at most the half-width
+            x, sens = x - per_row(c, sub.offsets), half
         else:
-            x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
             sens = np.maximum(np.abs(l), np.abs(r))
         total = release_sum(x, sub.offsets, sens, sp["sum"] * eps, rng)
         if kind == "mean":
@@ -498,8 +497,8 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
                     hi[many] = c + np.minimum(b, half) + allowance / n_lo
                 else:
                     lo[many], hi[many] = total - w - allowance, total + w + allowance
-    out = np.where(n >= 1.0, out, np.nan) if kind == "mean" else out
-    if kind == "mean":  # the exact mean of the clamped data lies within the public bounds
+    if kind == "mean":  # NULL without a row; the exact mean of the clamped data lies within the public bounds
+        out = np.where(n >= 1.0, out, np.nan)
         lo, hi = _clip_out(lo, params), _clip_out(hi, params)
     nul = np.isnan(out)
     return out, np.where(nul, np.nan, np.minimum(lo, out)), np.where(nul, np.nan, np.maximum(hi, out))
