@@ -93,7 +93,7 @@ def query(db: str, sql: str, analyst: str, fmt: str, fresh: bool) -> None:
 
     A query this analyst already had released on the current data version is answered again from the
     stored release (same rows, nothing charged) unless --fresh is given."""
-    from .shell import arrow_type_name, cost_line, render_box, render_csv, render_json
+    from .display import arrow_type_name, cost_line, render_box, render_csv, render_json
 
     session = _open(db, analyst, replay=not fresh)
     try:
@@ -252,7 +252,7 @@ def admin_plain_aggregates(db: str, principal: str | None, epsilon: str | None, 
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 def admin_budgets(db: str) -> None:
     """Show every principal's budget."""
-    from .shell import render_box
+    from .display import render_box
 
     rows = [(b.principal, b.accounting, b.limit, b.spent, b.remaining) for b in _admin(db).budgets()]
     click.echo(render_box(["principal", "accounting", "limit", "spent", "remaining"], rows, max_rows=10**9))
@@ -264,7 +264,7 @@ def admin_budgets(db: str) -> None:
 @click.option("--replays", is_flag=True, help="Also show replays of stored releases (zero-cost entries).")
 def admin_log(db: str, principal: str | None, replays: bool) -> None:
     """Show the charge log (oldest first)."""
-    from .shell import render_box
+    from .display import render_box
 
     adm = _admin(db)
     entries = adm.log(principal) if replays else adm.charges(principal)

@@ -95,7 +95,7 @@ def _fmt(v: Any) -> str:
 
 
 def _table(columns: list[str], rows: list[tuple[Any, ...]], echo: Echo) -> None:
-    from .shell import render_box  # prints a dp_*_ci struct as its estimate (dpsql.display.format_estimate)
+    from .display import render_box  # prints a dp_*_ci struct as its estimate (format_estimate)
 
     echo(render_box(columns, rows))
 

@@ -5,6 +5,10 @@ people (the shell's boxes, ``dpsql query``, the demo).  The half-width is shown 
 the value to the same decimal place, so the text never suggests more accuracy than the interval has.  Display
 only: csv, json and the wire keep every digit.  No duckdb import (a text helper).
 
+It is the one home for rendering results as text: boxed tables, csv and json (:func:`render_box`,
+:func:`render_csv`, :func:`render_json`) and the cost line, used by ``dpsql shell``, ``dpsql query``, the
+admin commands and the demo.
+
 >>> format_estimate(12.3456, 10.2123, 14.4789)
 '12.35 ± 2.13'
 >>> format_estimate(12.3456, 10.1, 14.8)
@@ -21,10 +25,17 @@ only: csv, json and the wire keep every digit.  No duckdb import (a text helper)
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
+import json
 import math
+from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["format_estimate", "is_estimate", "ESTIMATE_KEYS"]
+__all__ = ["format_estimate", "is_estimate", "ESTIMATE_KEYS", "cell_text", "render_box", "render_csv", "render_json",
+           "arrow_type_name", "cost_line"]
 
 #: the fields of a dp_*_ci result, in order
 ESTIMATE_KEYS = ("value", "lo", "hi")
@@ -93,3 +104,112 @@ def format_estimate(value: Any, lo: Any, hi: Any, *, unicode: bool = True) -> st
         return f"{_fixed(v, d, integral)} {pm} {_fixed(spread, d, integral)}"
     ends = [_fixed(e, d, integral) if math.isfinite(e) else (inf if e > 0 else neg_inf) for e in (a, b)]
     return f"{_fixed(v, d, integral)} [{ends[0]}, {ends[1]}]"
+
+
+_BOX = "┌┬┐├┼┤└┴┘─│"
+_ASCII = "+++++++++-|"
+
+
+def cell_text(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):  # for reading, not for machines (csv and json keep every digit): a DP answer's
+        # last digits are noise and float artefacts (issue 14: 328510.0, -5.000000000931323): 6 significant digits
+        if v != v or v in (float("inf"), float("-inf")):
+            return repr(v)
+        if 1e6 <= abs(v) < 1e15:
+            return f"{v:.0f}"
+        text = f"{v:.6g}"
+        return "0" if text == "-0" else text
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    if isinstance(v, (dt.date, dt.datetime, dt.time)):
+        return v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
+    return str(v)
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+
+
+def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] | None = None,
+               *, unicode: bool = True, max_rows: int = 40) -> str:
+    """A DuckDB-style boxed table (names, optional types, right-aligned numbers, row count if cut)."""
+    ch = _BOX if unicode else _ASCII
+    tl, tm, tr, ml, mm, mr, bl, bm, br, h, v = ch
+    shown = list(rows)
+    cut = len(shown) > max_rows
+    if cut:  # the first ceil(N/2) and the last floor(N/2) rows: exactly max_rows shown
+        head, tail = (max_rows + 1) // 2, max_rows // 2
+        shown = shown[:head] + [None] + shown[len(shown) - tail:]  # type: ignore[list-item]
+    header = [str(c) for c in columns]
+    tline = [str(x).lower() for x in types] if types else None
+    body = [None if r is None else [format_estimate(*(x[k] for k in ESTIMATE_KEYS), unicode=unicode)  # 12.3 ± 2.1
+                                    if is_estimate(x) else cell_text(x) for x in r] for r in shown]
+    widths = [max([len(header[i])] + ([len(tline[i])] if tline else []) +
+                  [len(r[i]) for r in body if r is not None] + [1]) for i in range(len(header))]
+    numeric = [any(_numeric(r[i]) for r in rows[:50]) for i in range(len(header))]
+
+    def line(left: str, mid: str, right: str) -> str:
+        return left + mid.join(h * (w + 2) for w in widths) + right
+
+    def row(cells: Sequence[str], align: Sequence[bool] | None = None) -> str:
+        parts = []
+        for i, c in enumerate(cells):
+            if align is None:
+                parts.append(" " + c.center(widths[i]) + " ")
+            else:
+                parts.append(" " + (c.rjust(widths[i]) if align[i] else c.ljust(widths[i])) + " ")
+        return v + v.join(parts) + v
+
+    if not header:
+        return "(no columns)"
+    out = [line(tl, tm, tr), row(header)]
+    if tline:
+        out.append(row(tline))
+    out.append(line(ml, mm, mr))
+    for r in body:
+        out.append(row(["·" if unicode else "."] * len(header)) if r is None else row(r, numeric))
+    out.append(line(bl, bm, br))
+    if cut or len(rows) != 1:
+        out.append(f"{len(rows)} rows" + (f" ({max_rows} shown)" if cut else ""))
+    return "\n".join(out)
+
+
+def arrow_type_name(t: Any) -> str:
+    """DuckDB's name for an Arrow result type, for the type line of a boxed table."""
+    name = str(t)
+    if name == "struct<value: double, lo: double, hi: double>":
+        return "estimate [lo, hi]"  # a dp_*_ci release, printed through format_estimate
+    return {"string": "varchar", "large_string": "varchar", "bool": "boolean", "date32[day]": "date",
+            "binary": "blob"}.get(name, name.replace("[us]", "").replace("decimal128", "decimal"))
+
+
+def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow(["" if x is None else cell_text(x) for x in r])
+    return buf.getvalue().rstrip("\n")
+
+
+def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def conv(x: Any) -> Any:
+        if isinstance(x, Decimal):
+            return float(x)
+        if isinstance(x, (dt.date, dt.datetime, dt.time)):
+            return x.isoformat()
+        return x
+
+    return json.dumps([{c: conv(x) for c, x in zip(columns, r, strict=True)} for r in rows], default=str)
+
+
+def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = True,
+              replayed_from: int | None = None) -> str:
+    """``ε charged 0.5 · remaining 4.5`` (ρ for zCDP budgets); a replay of the stored release of charge
+    #12 reads ``replayed release #12 · ε charged 0 · remaining 4.5``."""
+    unit = ("ρ" if unicode else "rho") if str(accounting).lower() == "zcdp" else ("ε" if unicode else "epsilon")
+    dot = "·" if unicode else "-"
+    replay = "" if replayed_from is None else f"replayed release #{replayed_from} {dot} "
+    return f"{replay}{unit} charged {cell_text(charged)} {dot} remaining {cell_text(remaining)}"

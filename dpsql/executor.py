@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from . import noise
 from .errors import PrivacyError
-from .policy import quote_ident
+from .sqltext import quote_ident
 
 __all__ = ["Executor", "Prepared", "HARDENING"]
 
@@ -163,7 +163,7 @@ class Executor:
 
 
 def _default_install() -> Callable[[duckdb.DuckDBPyConnection], Any]:
-    from . import install  # the binding: dp_* macros and their UDFs
+    from .duck import install  # the binding: dp_* macros and their UDFs
 
     return install
 

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import duckdb
 
 from .errors import PrivacyError
-from .policy import read_sql, statements
+from .sqltext import script
 
 __all__ = ["Ledger", "Budget", "Entry", "Charge", "StoredRelease", "ledger_path", "round_up", "to_decimal",
            "entry_hash", "clean", "RELEASE_CAP", "RELEASE_BYTES"]
@@ -348,7 +348,7 @@ class Ledger:
             raise _unavailable("no ledger file (the admin has not granted any budget yet)")
         with self._transaction(urgent=True) as con:
             if create:
-                for stmt in statements(read_sql("ledger.sql")):
+                for stmt in script("ledger.sql"):
                     con.execute(stmt)
                 if con.execute("SELECT count(*) FROM meta WHERE key = 'dataset_id'").fetchone()[0] == 0:
                     con.execute("INSERT INTO meta VALUES ('dataset_id', ?), ('schema_version', ?), "
@@ -374,7 +374,7 @@ class Ledger:
             return
         cols = _ENTRY_COLS.removesuffix(", ref_seq")
         con.execute("ALTER TABLE entries RENAME TO entries_v1")
-        for stmt in statements(read_sql("ledger.sql")):
+        for stmt in script("ledger.sql"):
             con.execute(stmt)
         con.execute(f"INSERT INTO entries ({cols}) SELECT {cols} FROM entries_v1")
         con.execute("DROP TABLE entries_v1")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from .sqlfiles import read_sql
+from .sqltext import quote_ident, script
 
 if TYPE_CHECKING:
     import duckdb
@@ -22,11 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
-    "read_sql",
-    "statements",
     "ensure_schema",
     "dataset_id",
-    "quote_ident",
     "load_tables",
     "has_policy_table",
     "plain_aggregate_epsilon",
@@ -36,20 +33,9 @@ __all__ = [
 SCHEMA_VERSION = "1"
 
 
-def statements(text: str) -> list[str]:
-    """Split a DDL file into statements (the files hold no semicolons inside literals or comments)."""
-    body = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
-    return [s.strip() for s in body.split(";") if s.strip()]
-
-
-def quote_ident(name: str) -> str:
-    """A DuckDB identifier in double quotes."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> str:
     """Create the ``dpsql`` schema if needed and return the dataset id (created once, a UUID)."""
-    for stmt in statements(read_sql("policy.sql")):
+    for stmt in script("policy.sql"):
         con.execute(stmt)
     row = con.execute("SELECT value FROM dpsql.meta WHERE key = 'dataset_id'").fetchone()
     if row is None:

@@ -44,6 +44,7 @@ from . import budget_views, policy
 from .errors import PrivacyError
 from .executor import Executor
 from .ledger import Budget, Ledger, clean, ledger_path
+from .sqltext import quote_ident
 
 if TYPE_CHECKING:
     from .guard import Plan
@@ -153,7 +154,7 @@ class Session:
             dataset = policy.dataset_id(con, alias)
             if dataset is None:
                 raise PrivacyError("DPSQL-E090", "the database has no dpsql policy (protect a table with dpsql.admin)")
-            row = con.execute(f"SELECT enabled FROM {policy.quote_ident(alias)}.dpsql.principals "
+            row = con.execute(f"SELECT enabled FROM {quote_ident(alias)}.dpsql.principals "
                               "WHERE principal = ?", [analyst]).fetchone()
             if row is None or not row[0]:
                 raise PrivacyError("DPSQL-E070", f"analyst {analyst!r} has no budget on this database")

@@ -10,21 +10,17 @@ by DuckDB. Dot commands: ``.tables``, ``.schema [TABLE]``, ``.budget``, ``.mode 
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
 import functools
-import io
-import json
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any, TextIO
 
-from .display import ESTIMATE_KEYS, format_estimate, is_estimate
+from .display import arrow_type_name, cell_text, cost_line, render_box, render_csv, render_json
 from .errors import PrivacyError
+from .sqltext import split_statements, strip_comments
 
 #: dot command -> its line in .help (the help text and the completion of dot commands come from here)
 DOT_COMMANDS = {
@@ -57,32 +53,6 @@ _META = re.compile(r"(describe|desc|show|summarize)\b\s*(.*)\Z", re.I | re.S)
 _QUERY = re.compile(r"[\s(]*(select|with|from|values)\b", re.I)
 _NAME = re.compile(r'(?:(?:main|"main")\s*\.\s*)?("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\Z', re.I)
 
-_BOX = "┌┬┐├┼┤└┴┘─│"
-_ASCII = "+++++++++-|"
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):  # for reading, not for machines (csv and json keep every digit): a DP answer's
-        # last digits are noise and float artefacts (issue 14: 328510.0, -5.000000000931323): 6 significant digits
-        if v != v or v in (float("inf"), float("-inf")):
-            return repr(v)
-        if 1e6 <= abs(v) < 1e15:
-            return f"{v:.0f}"
-        text = f"{v:.6g}"
-        return "0" if text == "-0" else text
-    if isinstance(v, Decimal):
-        return format(v.normalize(), "f")
-    if isinstance(v, (dt.date, dt.datetime, dt.time)):
-        return v.isoformat(sep=" ") if isinstance(v, dt.datetime) else v.isoformat()
-    return str(v)
-
-
-def _numeric(v: Any) -> bool:
-    return isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
-
-
 def _can_encode(text: str, stream: TextIO | None) -> bool:
     enc = getattr(stream, "encoding", None) or "utf-8"
     try:
@@ -90,89 +60,6 @@ def _can_encode(text: str, stream: TextIO | None) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
-
-
-def render_box(columns: Sequence[str], rows: Sequence[Sequence[Any]], types: Sequence[str] | None = None,
-               *, unicode: bool = True, max_rows: int = 40) -> str:
-    """A DuckDB-style boxed table (names, optional types, right-aligned numbers, row count if cut)."""
-    ch = _BOX if unicode else _ASCII
-    tl, tm, tr, ml, mm, mr, bl, bm, br, h, v = ch
-    shown = list(rows)
-    cut = len(shown) > max_rows
-    if cut:  # the first ceil(N/2) and the last floor(N/2) rows: exactly max_rows shown
-        head, tail = (max_rows + 1) // 2, max_rows // 2
-        shown = shown[:head] + [None] + shown[len(shown) - tail:]  # type: ignore[list-item]
-    header = [str(c) for c in columns]
-    tline = [str(x).lower() for x in types] if types else None
-    body = [None if r is None else [format_estimate(*(x[k] for k in ESTIMATE_KEYS), unicode=unicode)
-                                    if is_estimate(x) else _cell(x) for x in r] for r in shown]  # dp_*_ci: 12.3 ± 2.1
-    widths = [max([len(header[i])] + ([len(tline[i])] if tline else []) +
-                  [len(r[i]) for r in body if r is not None] + [1]) for i in range(len(header))]
-    numeric = [any(_numeric(r[i]) for r in rows[:50]) for i in range(len(header))]
-
-    def line(left: str, mid: str, right: str) -> str:
-        return left + mid.join(h * (w + 2) for w in widths) + right
-
-    def row(cells: Sequence[str], align: Sequence[bool] | None = None) -> str:
-        parts = []
-        for i, c in enumerate(cells):
-            if align is None:
-                parts.append(" " + c.center(widths[i]) + " ")
-            else:
-                parts.append(" " + (c.rjust(widths[i]) if align[i] else c.ljust(widths[i])) + " ")
-        return v + v.join(parts) + v
-
-    if not header:
-        return "(no columns)"
-    out = [line(tl, tm, tr), row(header)]
-    if tline:
-        out.append(row(tline))
-    out.append(line(ml, mm, mr))
-    for r in body:
-        out.append(row(["·" if unicode else "."] * len(header)) if r is None else row(r, numeric))
-    out.append(line(bl, bm, br))
-    if cut or len(rows) != 1:
-        out.append(f"{len(rows)} rows" + (f" ({max_rows} shown)" if cut else ""))
-    return "\n".join(out)
-
-
-def arrow_type_name(t: Any) -> str:
-    """DuckDB's name for an Arrow result type, for the type line of a boxed table."""
-    name = str(t)
-    if name == "struct<value: double, lo: double, hi: double>":
-        return "estimate [lo, hi]"  # a dp_*_ci release, printed through format_estimate
-    return {"string": "varchar", "large_string": "varchar", "bool": "boolean", "date32[day]": "date",
-            "binary": "blob"}.get(name, name.replace("[us]", "").replace("decimal128", "decimal"))
-
-
-def render_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow(["" if x is None else _cell(x) for x in r])
-    return buf.getvalue().rstrip("\n")
-
-
-def render_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    def conv(x: Any) -> Any:
-        if isinstance(x, Decimal):
-            return float(x)
-        if isinstance(x, (dt.date, dt.datetime, dt.time)):
-            return x.isoformat()
-        return x
-
-    return json.dumps([{c: conv(x) for c, x in zip(columns, r, strict=True)} for r in rows], default=str)
-
-
-def cost_line(charged: Any, remaining: Any, accounting: str, *, unicode: bool = True,
-              replayed_from: int | None = None) -> str:
-    """``ε charged 0.5 · remaining 4.5`` (ρ for zCDP budgets); a replay of the stored release of charge
-    #12 reads ``replayed release #12 · ε charged 0 · remaining 4.5``."""
-    unit = ("ρ" if unicode else "rho") if str(accounting).lower() == "zcdp" else ("ε" if unicode else "epsilon")
-    dot = "·" if unicode else "-"
-    replay = "" if replayed_from is None else f"replayed release #{replayed_from} {dot} "
-    return f"{replay}{unit} charged {_cell(charged)} {dot} remaining {_cell(remaining)}"
 
 
 class Shell:
@@ -436,7 +323,7 @@ class Shell:
         text = "\n".join(self._buf)
         if _complete(text):
             self._buf = []
-            for stmt in _statements(text):
+            for stmt in split_statements(text):
                 self.statement(stmt)
         return True
 
@@ -457,8 +344,6 @@ class Shell:
 
 
 def _code(sql: str) -> str:
-    from .server.sqltext import strip_comments
-
     return strip_comments(sql).strip().rstrip(";").strip()
 
 
@@ -508,7 +393,7 @@ def schema_lines(ti: Any) -> list[str]:
         return lines
     keys = _public_keys(ti)
     for col, values in keys.items():
-        shown = ", ".join(_cell(v) for v in values[:KEYS_SHOWN]) + (", …" if len(values) > KEYS_SHOWN else "")
+        shown = ", ".join(cell_text(v) for v in values[:KEYS_SHOWN]) + (", …" if len(values) > KEYS_SHOWN else "")
         lines.append(f"--   groupable: {col} ({_plural(len(values), 'public key')}: {shown})")
     if not keys:
         lines.append("--   groupable: none (no column has declared public keys)")
@@ -547,16 +432,8 @@ def _unquote(path: str) -> str:
     return path
 
 
-def _statements(text: str) -> list[str]:
-    from .server.sqltext import split_statements
-
-    return split_statements(text)
-
-
 def _complete(text: str) -> bool:
     """True when the text ends with a ``;`` outside quotes and comments."""
-    from .server.sqltext import strip_comments
-
     code = strip_comments(text).rstrip()
     if not code.endswith(";"):
         return False

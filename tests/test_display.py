@@ -68,7 +68,7 @@ def test_display_imports_no_duckdb() -> None:
 
 
 def test_the_shell_box_prints_an_estimate() -> None:
-    from dpsql.shell import render_box
+    from dpsql.display import render_box
 
     rows = [("AA", {"value": 12.3456, "lo": 10.2123, "hi": 14.4789}), ("HA", {"value": -3.4, "lo": -INF, "hi": INF}),
             ("OO", None), ("XX", {"value": 1.0, "lo": 0.0, "hi": 2.0, "n": 3})]

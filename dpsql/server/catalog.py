@@ -28,8 +28,8 @@ import sqlglot
 from sqlglot import exp
 
 from ..errors import PrivacyError
+from ..sqltext import segments, strip_comments
 from . import types as t
-from .sqltext import _segments, strip_comments
 
 log = logging.getLogger(__name__)
 
@@ -440,7 +440,7 @@ def dp_functions() -> tuple[DpFunction, ...]:
     """The dp_* aggregates: names from ``dpsql.duck.AGGREGATE_FUNCTIONS`` (the single source), argument names
     and defaults from the macros in sql/macros.sql (a name missing there is listed with one argument x)."""
     from ..duck import AGGREGATE_FUNCTIONS, CI_SUFFIX, DEFAULT_LEVEL, plain_function
-    from ..sqlfiles import read_sql
+    from ..sqltext import read_sql
 
     try:
         text = read_sql("macros.sql")
@@ -661,7 +661,7 @@ class Catalog:
         bare = strip_comments(sql)
         if not re.match(r"\s*\(*\s*(SELECT|WITH|VALUES|TABLE)\b", bare, re.I):
             return False  # DDL, PRAGMA, ATTACH, COPY ... go to the guard, which refuses them
-        code = " ".join(bare[a:b] for kind, a, b in _segments(bare) if not bare[a:b].startswith("'"))
+        code = " ".join(bare[a:b] for kind, a, b in segments(bare) if not bare[a:b].startswith("'"))
         if re.search(r"\bdp_\w+\s*\(", code, re.I) or re.search(r"\bdpsql_\w+", code, re.I):
             return False
         refs = _table_refs(sql)

@@ -28,12 +28,12 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import PrivacyError
+from ..sqltext import max_placeholder, split_statements, strip_comments, substitute
 from . import types as t
 from .auth import MECHANISM, PasswordStore, ScramExchange, mock_verifier
 from .catalog import SETTINGS, Catalog, CatalogLimit
 from .cursors import Close, Cursor, CursorError, Declare, is_cursor_statement
 from .cursors import parse as parse_cursor
-from .sqltext import max_placeholder, split_statements, strip_comments, substitute
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from dpsql.cli import main
+from dpsql.display import cost_line
 from dpsql.server.auth import PasswordStore
 from dpsql.server.pgwire import PgServer, running
-from dpsql.shell import cost_line
 
 from .harness import PASSWORD
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dpsql.shell import render_box, render_csv
+from dpsql.display import render_box, render_csv
 
 pexpect = pytest.importorskip("pexpect")
 TESTS = Path(__file__).resolve().parents[1]

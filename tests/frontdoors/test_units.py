@@ -15,7 +15,7 @@ from dpsql.errors import PrivacyError
 from dpsql.server import types as t
 from dpsql.server.auth import ScramExchange, make_verifier, mock_verifier
 from dpsql.server.catalog import Catalog, CatalogLimit
-from dpsql.server.sqltext import max_placeholder, split_statements, substitute
+from dpsql.sqltext import max_placeholder, split_statements, substitute
 
 from .fakes import FakeWorld
 
