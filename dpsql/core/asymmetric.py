@@ -62,10 +62,11 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
+from .helpers import bounded
 from .intervals import dlap_quantile
 from .primitives import WIDE, need_wide, noisy_count, per_row, pow2_floor
+from .ranges import mean_range
 from .registry import Method, Params, register
-from .universal import _bounded, mean_range
 
 __all__ = [
     "BETA",
@@ -558,7 +559,7 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     """
     need_wide("dp_var asymmetric")
     eps = budget.epsilon
-    return _var(_bounded(batch, params).sorted(), SPLIT_VAR["count"] * eps, ((SPLIT_VAR["asm"] * eps, 0.0),),
+    return _var(bounded(batch, params).sorted(), SPLIT_VAR["count"] * eps, ((SPLIT_VAR["asm"] * eps, 0.0),),
                 params, rng)[0][0]
 
 
@@ -590,7 +591,7 @@ def interval_var(batch: Batch, budget: Privacy, params: Params, rng: Rng
     alpha = 1.0 - float(params.level)
     eps = budget.epsilon
     sp = SPLIT_VAR_CI
-    s = _bounded(batch, params).sorted()
+    s = bounded(batch, params).sorted()
     eps1_lo = RATIO * sp["lower"] * eps / (RATIO + 2.0)
     d = 0.5 + math.log(2.0 / alpha) / eps1_lo
     (t, lo), n_hat = _var(s, sp["count"] * eps, ((sp["asm"] * eps, 0.0), (sp["lower"] * eps, -d)), params, rng)
@@ -651,7 +652,7 @@ def _centred_sum(
     ``mean |x - c|`` rather than with the distance to a lower end.
     """
     need_wide("the asymmetric mean and sum")
-    s = _bounded(batch, params).sorted()
+    s = bounded(batch, params).sorted()
     G = s.groups
     n = noisy_count(s, sp["count"] * eps, rng)
     eps_asm = sp["asm"] * eps

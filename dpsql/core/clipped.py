@@ -7,7 +7,7 @@ bounds only cost accuracy), then
 * sum, mean, var: discrete Laplace on fixed-point sums (:func:`~dpsql.core.primitives.release_sum`) and
   on the count, with add/remove sensitivities;
 * quantile, iqr: the exponential mechanism on the public grid of ``[lower, upper]``
-  (:func:`~dpsql.core.universal.private_quantile_in`).
+  (:func:`~dpsql.core.ranges.private_quantile_in`).
 
 ``count`` is the textbook ``'laplace'`` method of :mod:`.universal` (no bounds are involved).
 Neighbours add or remove one row; n is never public, so every division uses a noisy count.
@@ -22,9 +22,10 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import Batch
+from .helpers import B_MIN
 from .primitives import fixed_point_sum, noisy_count_of, pow2_floor, release_fixed_sum
+from .ranges import private_quantile_in
 from .registry import Method, ParameterError, Params, register
-from .universal import B_MIN, private_quantile_in
 
 __all__ = ["run_sum", "run_mean", "run_var", "run_quantile", "run_iqr", "SPLIT_MEAN", "SPLIT_VAR", "GRID_BITS"]
 

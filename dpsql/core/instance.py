@@ -60,9 +60,9 @@ import numpy as np
 from ..noise import Rng, discrete_gaussian, discrete_laplace
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
+from .helpers import bounded
 from .primitives import noisy_count, pow2_floor, release_sum
 from .registry import Method, Params, register
-from .universal import _bounded
 
 __all__ = [
     "float_codes",
@@ -359,7 +359,7 @@ def cm_mean(batch: Batch, params: Params, notion: str, budget: float, split: dic
     margin at ``beta :=``; below it the private median is not reliably inside the data, and a centre far
     outside would give astronomically large errors).  Post-processing of the released count.
     """
-    s = _bounded(batch, params).sorted()
+    s = bounded(batch, params).sorted()
     G = s.groups
     dom = _Domain.of(params)
     n_min = 1.0
@@ -391,7 +391,7 @@ def _quantile(batch: Batch, params: Params, notion: str, budget: float, rng: Rng
     rank target ``p n`` is clamped into ``[tau, n - tau]`` (as :func:`~.primitives.em_target`: it moves
     by a value in [0, 1] per added row, so the query has sensitivity 1), which keeps extreme p inside
     the data instead of wandering below the minimum."""
-    s = _bounded(batch, params).sorted()
+    s = bounded(batch, params).sorted()
     dom = _Domain.of(params)
     lo, hi = dom.value_range()
     T = (hi - lo).bit_length()

@@ -48,10 +48,13 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
+from .helpers import B_MIN
+from .helpers import bounded as _bounded
+from .helpers import intersect as _intersect
 from .intervals import EM_SLACK, dlap_quantile, ratio_interval
 from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_floor, rank_em, release_sum
+from .ranges import iqr_lower_bound, radius
 from .registry import Method, Params, register
-from .universal import B_MIN, _bounded, _intersect, iqr_lower_bound, radius
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 

@@ -78,9 +78,10 @@ import numpy as np
 from ..noise import Rng, discrete_gaussian, discrete_laplace
 from .accounting import Privacy
 from .batch import Batch
+from .helpers import amplified, bounded, intersect, subsample
 from .primitives import pow2_floor, snap
+from .ranges import infinite_range, iqr_lower_bound
 from .registry import Method, Params, register
-from .universal import _amplified, _bounded, _intersect, _subsample, infinite_range, iqr_lower_bound
 
 __all__ = [
     "NoiseFamily",
@@ -575,9 +576,9 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
 
     Costs (SPLIT_ZCDP / SPLIT_PURE; for zCDP a pure eps_i step costs eps_i^2/2):
     count: discrete Gaussian (zCDP) or discrete Laplace (pure), sensitivity 1 under add/remove;
-    bucket: :func:`~dpsql.core.universal.iqr_lower_bound` (pure, counts over random pairs);
+    bucket: :func:`~dpsql.core.ranges.iqr_lower_bound` (pure, counts over random pairs);
     range (only without both bounds, or with RANGE_WITH_BOUNDS): InfiniteDomainRange on a Poisson
-    subsample with that bucket, as in :func:`~dpsql.core.universal.mean_range` (pure, amplified),
+    subsample with that bucket, as in :func:`~dpsql.core.ranges.mean_range` (pure, amplified),
     intersected with a single given bound.  With both bounds the range's share goes to the main step.
     The plan uses the conservative count n_hat - 2 sd(count noise), so that the window rarely empties,
     and the scale min(BUCKET_SCALE bucket, width / SCALE_DIV) (for Gaussian data the 3/16-quantile of
@@ -590,7 +591,7 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
     def eps_of(share: float) -> float:  # a pure eps_i step costs eps_i^2/2 zCDP
         return share * total if pure else math.sqrt(2.0 * share * total)
 
-    s = _bounded(batch, params)
+    s = bounded(batch, params)
     s.presort()  # sorted while the count noise and the matching of the bucket are drawn
     G = s.groups
     if pure:
@@ -613,9 +614,9 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
         scale = BUCKET_SCALE * bucket
     else:
         eta = min(1.0, eps_of(1.0))
-        sub = _subsample(s, eta, rng)
-        l, r = infinite_range(sub, bucket, _amplified(eps_of(sp["range"]), eta), rng, params.beta)
-        a, b = _intersect(l, r, params)
+        sub = subsample(s, eta, rng)
+        l, r = infinite_range(sub, bucket, amplified(eps_of(sp["range"]), eta), rng, params.beta)
+        a, b = intersect(l, r, params)
         eps_main = eps_of(sp["main"])
         width = 2.0 * np.minimum(b / 2.0 - a / 2.0, 2.0**1019)
         scale = np.minimum(BUCKET_SCALE * bucket, width / SCALE_DIV)

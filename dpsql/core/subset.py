@@ -6,7 +6,7 @@ parameters.  dpsql's changes (each one is the digest's recommendation unless mar
 
 * **Range.**  Where the paper needs a public range we use ``lower``/``upper`` when both are given (data
   are clamped to them, a fixed per-row map, and the whole budget goes to the paper's algorithm).
-  Otherwise a share of eps buys a private range from seed 003 (:mod:`.universal`): ``mean_range``
+  Otherwise a share of eps buys a private range from seed 003 (:mod:`.ranges`): ``mean_range``
   (IQR lower bound + InfiniteDomainRange on a Poisson subsample) for the means, ``iqr_lower_bound`` +
   ``infinite_range`` for the quantiles.  The data are then clamped to the released range (1-stable
   given the release); a one-sided bound is intersected with the released range.
@@ -38,6 +38,7 @@ import numpy as np
 from ..noise import Rng, exponential_mechanism
 from .accounting import Privacy
 from .batch import Batch
+from .helpers import B_MIN, bounded, intersect
 from .primitives import (
     MAX_SPAN,
     GridCodes,
@@ -49,8 +50,8 @@ from .primitives import (
     seg_count_le,
     seg_count_lt,
 )
+from .ranges import infinite_range, iqr_lower_bound, mean_range
 from .registry import Method, ParameterError, Params, register
-from .universal import B_MIN, _bounded, _intersect, infinite_range, iqr_lower_bound, mean_range
 
 __all__ = [
     "private_domain",
@@ -104,7 +105,7 @@ def private_domain(
     (bucket ``b * 2**-20``) + ``infinite_range``, as seed 003's quantile does.  Either way a quarter of
     ``eps_range`` buys the IQR bound.  A single given bound is intersected with the release.
     """
-    s = _bounded(batch, params)
+    s = bounded(batch, params)
     G = s.groups
     if _has_bounds(params):
         a = np.full(G, float(params.lower))
@@ -117,7 +118,7 @@ def private_domain(
         else:
             bucket = np.maximum(iqr_lower_bound(s, e_bound, rng) * 2.0**-20, B_MIN)
             a, b = infinite_range(s, bucket, e_range, rng, params.beta)
-        a, b = _intersect(a, b, params)
+        a, b = intersect(a, b, params)
     s = s.sorted()
     if not clamp:  # the caller clips codes instead (the same result for grid codes)
         return s, a, b

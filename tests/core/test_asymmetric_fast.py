@@ -13,6 +13,7 @@ import pytest
 from dpsql.core import asymmetric as A
 from dpsql.core.accounting import pure
 from dpsql.core.batch import Batch
+from dpsql.core.helpers import bounded
 from dpsql.core.primitives import pow2_floor
 from dpsql.core.registry import Params
 from dpsql.noise import Rng
@@ -299,7 +300,7 @@ def _run_both(values, offsets, eps, params, seed, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(A, "var_bounds", _ref_var_bounds)
         ref = A.run_var(Batch(values, offsets), pure(eps), params, Rng.seeded(seed))
-    s = A._bounded(Batch(values, offsets), params).sorted()
+    s = bounded(Batch(values, offsets), params).sorted()
     C = A.truncation(eps * A.SPLIT_VAR["asm"] / (A.RATIO + 2.0))
     lL, rL = A.var_bounds(s, C)[1], _ref_var_bounds(s, C)[1]
     agree = ~_differ(lL, rL)

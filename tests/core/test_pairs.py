@@ -10,7 +10,7 @@ import pytest
 
 import dpsql.noise as noise
 from dpsql.core.batch import Batch
-from dpsql.core.universal import _gap_exponent_counts, random_pairs
+from dpsql.core.ranges import _gap_exponent_counts, random_pairs
 from dpsql.noise import Rng
 
 
