@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from . import policy
-from .ledger import Budget, Entry, Ledger, clean, ledger_path, to_decimal
+from .ledger import Budget, Entry, Ledger, clean, ledger_path, to_decimal, transaction
 
 if TYPE_CHECKING:
     from .guard.catalog import Catalog
@@ -56,14 +56,9 @@ class Admin:
             raise RuntimeError("cannot open the database for writing; close the guarded sessions and other "
                                f"connections on it first ({type(exc).__name__})") from None
         try:
-            con.execute("BEGIN TRANSACTION")
-            policy.ensure_schema(con)
-            yield con
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
+            with transaction(con):
+                policy.ensure_schema(con)
+                yield con
         finally:
             con.close()
 

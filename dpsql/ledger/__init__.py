@@ -22,46 +22,50 @@ Design (``threat-classes.md`` section 5):
   version is declared by the data owner (:meth:`Ledger.bump_data_version`, a ``data_version`` entry).
   Opening checks that every replay refers to an earlier charge of its principal at the same version.
 * Schema version 2 (replays, data versions, releases); a version-1 file is migrated when opened.
+
+Layout: :mod:`.records` (amounts, budgets, entries), :mod:`.store` (locks, connections, transactions and
+retries: :class:`~dpsql.ledger.store.Store`, :func:`~dpsql.ledger.store.transaction`), :mod:`.chain` (the hash
+chain, the log's replay check and the anchor); here, :class:`Ledger`: the budget verbs (grant, charge, replays,
+data versions, sessions, reads) over a store.
 """
 
 from __future__ import annotations
 
-import contextlib
-import decimal
-import fcntl
-import hashlib
 import json
-import math
 import os
-import threading
-import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from pathlib import Path
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Any
 
 import duckdb
 
-from .errors import PrivacyError
-from .sqltext import script
+from ..errors import PrivacyError
+from ..sqltext import script
+from .chain import append, entry_hash, genesis_hash, read_data_version, verify
+from .records import (
+    _BUDGET_COLS,
+    _ENTRY_COLS,
+    _MAX_AMOUNT,
+    DELTA_PLACES,
+    Accounting,
+    Budget,
+    Charge,
+    Entry,
+    StoredRelease,
+    _budget,
+    _entry,
+    _now,
+    _unavailable,
+    clean,
+    ledger_path,
+    round_up,
+    to_decimal,
+)
+from .store import Store, transaction
 
 __all__ = ["Ledger", "Budget", "Entry", "Charge", "StoredRelease", "ledger_path", "round_up", "to_decimal",
-           "entry_hash", "clean", "RELEASE_CAP", "RELEASE_BYTES"]
+           "entry_hash", "genesis_hash", "clean", "transaction", "RELEASE_CAP", "RELEASE_BYTES"]
 
-Accounting = Literal["pure", "zcdp"]
-AMOUNT_PLACES = 18
-DELTA_PLACES = 30
-_Q_AMOUNT = Decimal(1).scaleb(-AMOUNT_PLACES)
-_Q_DELTA = Decimal(1).scaleb(-DELTA_PLACES)
-_MAX_AMOUNT = Decimal(10) ** 12
-# DECIMAL(38, 18) needs more than the default 28 significant digits: do all ledger arithmetic in this context
-_CTX = decimal.Context(prec=100, traps=[decimal.InvalidOperation, decimal.Inexact, decimal.Overflow])
-_EPOCH = datetime(1970, 1, 1)  # timestamps are naive UTC (no pytz needed to read them)
-_RETRIES = 3
-_CONFLICT_TEXT = ("conflict", "write-write", "Could not set lock", "Conflicting lock")
 SCHEMA_VERSION = 2
 #: the store of releases kept for replay, per principal: at most this many releases and this many bytes
 #: (Arrow IPC) together; the least recently used are evicted first, and a release larger than
@@ -69,281 +73,16 @@ SCHEMA_VERSION = 2
 RELEASE_CAP = 500
 RELEASE_BYTES = 16 * 2**20
 
-_PROCESS_LOCKS: dict[str, _PriorityLock] = {}
-_PROCESS_LOCKS_GUARD = threading.Lock()
 
-
-def ledger_path(database: str | os.PathLike[str]) -> Path:
-    """The ledger file of a data file: ``hospital.duckdb`` -> ``hospital.ledger.duckdb``."""
-    p = Path(database)
-    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
-    return p.with_name(f"{stem}.ledger.duckdb")
-
-
-def to_decimal(value: Decimal | float | int | str, what: str = "amount") -> Decimal:
-    """An exact decimal from a user value; refuses NaN, infinities and negatives.
-
-    Floats go through ``repr`` (``0.1`` becomes ``Decimal('0.1')``, not its binary expansion)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{what} must be finite")
-        value = repr(value)
-    try:
-        d = Decimal(value)
-    except (InvalidOperation, TypeError, ValueError):
-        raise ValueError(f"{what} must be a number") from None
-    if not d.is_finite() or d < 0:
-        raise ValueError(f"{what} must be a finite, non-negative number")
-    if d > _MAX_AMOUNT:
-        raise ValueError(f"{what} is too large")
-    return d
-
-
-def round_up(value: Decimal, places: int = AMOUNT_PLACES) -> Decimal:
-    """``value`` rounded up (towards +infinity) to ``places`` decimal places."""
-    with decimal.localcontext(_CTX) as ctx:
-        ctx.traps[decimal.Inexact] = False
-        return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_CEILING)
-
-
-def _fmt(d: Decimal | None, places: int) -> str:
-    if d is None:
-        return ""
-    with decimal.localcontext(_CTX):
-        return format(d.quantize(Decimal(1).scaleb(-places)), "f")
-
-
-def _micros(ts: datetime) -> int:
-    return (ts - _EPOCH) // timedelta(microseconds=1)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def genesis_hash(dataset_id: str) -> str:
-    """The ``prev_hash`` of the first entry: binds the chain to one dataset."""
-    return hashlib.sha256(f"dpsql-ledger-v1\x1f{dataset_id}".encode()).hexdigest()
-
-
-def entry_hash(prev_hash: str, e: Entry) -> str:
-    """``sha256(prev_hash || canonical immutable fields)`` of one log entry, hex."""
-    fields = [str(e.seq), e.entry_id, e.kind, str(_micros(e.ts)), e.principal, e.session_id or "", e.accounting,
-              _fmt(e.amount, AMOUNT_PLACES), _fmt(e.delta, DELTA_PLACES), _fmt(e.cap, AMOUNT_PLACES),
-              _fmt(e.delta_cap, DELTA_PLACES), e.query_sha256 or "", e.mechanisms or ""]
-    if e.ref_seq is not None:  # replays only: entries of schema version 1 hash exactly as before
-        fields.append(str(e.ref_seq))
-    payload = prev_hash + "\x1e" + "\x1f".join(fields)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A principal's budget: ``limit``/``spent``/``remaining`` in ε ('pure') or ρ ('zcdp')."""
-
-    principal: str
-    accounting: Accounting
-    limit: Decimal
-    spent: Decimal
-    remaining: Decimal
-    delta_limit: Decimal
-    delta_spent: Decimal
-    per_query_cap: Decimal | None = None
-    delta_per_query: Decimal | None = None
-
-    def query_delta(self) -> Decimal:
-        """The delta one query may spend now: the per-query delta (default: all of it), at most what remains."""
-        left = max(self.delta_limit - self.delta_spent, Decimal(0))
-        return left if self.delta_per_query is None else min(self.delta_per_query, left)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One row of the hash-chained log (a grant, a global limit, a charge, a replay or a data version)."""
-
-    seq: int
-    entry_id: str
-    kind: str
-    ts: datetime
-    principal: str
-    session_id: str | None
-    accounting: str
-    amount: Decimal
-    delta: Decimal
-    cap: Decimal | None
-    delta_cap: Decimal | None
-    query_sha256: str | None
-    mechanisms: str | None
-    status: str
-    prev_hash: str = ""
-    row_hash: str = ""
-    ref_seq: int | None = None
-
-
-@dataclass(frozen=True)
-class Charge:
-    """A committed charge: the log entry's ``seq`` and the principal's budget right after it.
-
-    For a replay (see :meth:`Ledger.charge`'s ``release_key``) ``seq`` is the replay entry, ``cost``
-    and ``delta`` are 0, ``replayed_from`` is the original charge and ``stored`` its released rows."""
-
-    seq: int
-    cost: Decimal
-    delta: Decimal
-    budget: Budget
-    data_version: int = 1
-    replayed_from: int | None = None
-    stored: bytes | None = None
-
-
-@dataclass(frozen=True)
-class StoredRelease:
-    """A release kept for replay (its rows stay in the ledger file)."""
-
-    seq: int
-    principal: str
-    data_version: int
-    query_key: str
-    stored_at: datetime
-    used_at: datetime
-    nbytes: int
-
-
-_BUDGET_COLS = "principal, accounting, limit_, spent, delta_limit, delta_spent, per_query_cap, delta_per_query"
-_ENTRY_COLS = ("seq, entry_id, kind, ts, principal, session_id, accounting, amount, delta, cap, delta_cap, "
-               "query_sha256, mechanisms, status, prev_hash, row_hash, ref_seq")
-
-
-def _entry(row: tuple[Any, ...]) -> Entry:
-    return Entry(int(row[0]), str(row[1]), *row[2:])
-
-
-def clean(d: Decimal) -> Decimal:
-    """The same value without trailing zeros or exponent notation (``3.000`` -> ``3``, ``0E-18`` -> ``0``)."""
-    with decimal.localcontext(_CTX):
-        return d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
-
-
-def _budget(row: tuple[Any, ...]) -> Budget:
-    principal, accounting, limit, spent, dl, ds, cap, dq = row
-    with decimal.localcontext(_CTX):
-        return Budget(principal, accounting, clean(limit), clean(spent), clean(max(limit - spent, Decimal(0))),
-                      clean(dl), clean(ds), None if cap is None else clean(cap), None if dq is None else clean(dq))
-
-
-class _PriorityLock:
-    """A mutex whose urgent waiters (session opens: logins) go before the others (charges, reads), so a
-    login never queues behind a stream of queries' charges (issue 13).  Not reentrant."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._held = False
-        self._urgent = 0
-
-    def acquire(self, timeout: float, urgent: bool = False) -> bool:
-        end = time.monotonic() + timeout
-        with self._cond:
-            if urgent:
-                self._urgent += 1
-            try:
-                while self._held or (not urgent and self._urgent):
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        return False
-                    self._cond.wait(left)
-                self._held = True
-                return True
-            finally:
-                if urgent:
-                    self._urgent -= 1
-                    self._cond.notify_all()
-
-    def release(self) -> None:
-        with self._cond:
-            self._held = False
-            self._cond.notify_all()
-
-
-def _process_lock(path: Path) -> _PriorityLock:
-    key = str(path.resolve())
-    with _PROCESS_LOCKS_GUARD:
-        return _PROCESS_LOCKS.setdefault(key, _PriorityLock())
-
-
-def _unavailable(what: str) -> PrivacyError:
-    return PrivacyError("DPSQL-E090", f"ledger unavailable: {what}; nothing was run or charged")
-
-
-def _contention() -> PrivacyError:
-    return PrivacyError("DPSQL-E071", "the budget ledger is busy; nothing was charged, the query is safe to retry")
-
-
-class _Replay:
-    """What the log implies so far: budgets per principal, dataset-wide limits and the data version, up to
-    entry ``seq`` (a replay of the log, not to be confused with replayed releases, which it also checks)."""
-
-    def __init__(self, dataset_id: str) -> None:
-        self.dataset_id = dataset_id
-        self.seq = 0
-        self.head = genesis_hash(dataset_id)
-        self.expect: dict[str, list[Any]] = {}  # principal -> [accounting, limit, spent, dlimit, dspent, cap, dcap]
-        self.gexp: dict[str, list[Decimal]] = {}  # accounting -> [limit, spent, dlimit, dspent]
-        self.spent = {"pure": [Decimal(0), Decimal(0)], "zcdp": [Decimal(0), Decimal(0)]}  # [amount, delta]
-        self.version = 1  # the data version
-        self.charges: dict[int, tuple[str, int]] = {}  # charge seq -> (principal, data version)
-
-    def apply(self, e: Entry) -> None:
-        """Check ``e`` continues the chain and fold it in (DPSQL-E090 if not)."""
-        if e.seq != self.seq + 1 or e.prev_hash != self.head or entry_hash(self.head, e) != e.row_hash:
-            raise _unavailable(f"hash chain broken at entry {self.seq + 1}")
-        self.seq, self.head = e.seq, e.row_hash
-        if e.kind == "grant":
-            old = self.expect.get(e.principal)
-            self.expect[e.principal] = [e.accounting, e.amount, old[2] if old else Decimal(0), e.delta,
-                                        old[4] if old else Decimal(0), e.cap, e.delta_cap]
-        elif e.kind == "global_limit":
-            spent, dspent = self.spent[e.accounting]
-            self.gexp[e.accounting] = [e.amount, spent, e.delta, dspent]
-        elif e.kind == "data_version":
-            if e.amount != self.version + 1:
-                raise _unavailable(f"data version out of order at entry {e.seq}")
-            self.version += 1
-        elif e.kind == "replay":
-            if e.amount != 0 or e.delta != 0 or self.charges.get(e.ref_seq or 0) != (e.principal, self.version):
-                raise _unavailable(f"replay at entry {e.seq} does not name an earlier charge of the same "
-                                   "principal and data version")
-        elif e.kind != "charge":
-            raise _unavailable(f"unknown entry kind at entry {e.seq}")
-        else:
-            b = self.expect.get(e.principal)
-            if b is None or b[0] != e.accounting:
-                raise _unavailable(f"charge without a matching grant at entry {e.seq}")
-            self.charges[e.seq] = (e.principal, self.version)
-            b[2] += e.amount
-            b[4] += e.delta
-            self.spent[e.accounting][0] += e.amount
-            self.spent[e.accounting][1] += e.delta
-            if e.accounting in self.gexp:
-                self.gexp[e.accounting][1] += e.amount
-                self.gexp[e.accounting][3] += e.delta
-
-
-class Ledger:
+class Ledger(Store):
     """The budget ledger of one dataset.  Opening it verifies the whole chain (DPSQL-E090 on mismatch).
 
     ``Ledger(path, dataset_id, create=True)`` creates the file if it is missing (admin only)."""
 
     def __init__(self, path: str | os.PathLike[str], dataset_id: str, *, create: bool = False,
                  lock_timeout: float = 30.0) -> None:
-        self.path = Path(path)
+        super().__init__(path, lock_timeout)
         self.dataset_id = dataset_id
-        self.lock_timeout = float(lock_timeout)
-        self._pending: list[tuple[int, str]] = []  # deferred status marks, written with the next transaction
-        self._pending_lock = threading.Lock()
-        self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._anchor_path = self.path.with_name(self.path.name.removesuffix(".duckdb") + ".anchor")
         if not self.path.exists() and not create:
             raise _unavailable("no ledger file (the admin has not granted any budget yet)")
         with self._transaction(urgent=True) as con:
@@ -381,178 +120,10 @@ class Ledger:
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?), ('data_version', '1')",
                     [str(SCHEMA_VERSION)])
 
-    # ----------------------------------------------------------------- locking and transactions
-
-    @contextlib.contextmanager
-    def _locked(self, urgent: bool = False) -> Iterator[None]:
-        deadline = time.monotonic() + self.lock_timeout
-        plock = _process_lock(self.path)
-        if not plock.acquire(max(self.lock_timeout, 0.0), urgent):
-            raise _contention()
-        try:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                pause = 0.002
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() >= deadline:
-                            raise _contention() from None
-                        time.sleep(pause)
-                        pause = min(pause * 2, 0.05)
-                yield
-            finally:
-                os.close(fd)  # releases the flock
-        finally:
-            plock.release()
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
-            try:
-                old = os.umask(0o077)
-                try:
-                    con = duckdb.connect(str(self.path), config={"enable_external_access": False,
-                                                                 "autoload_known_extensions": False,
-                                                                 "autoinstall_known_extensions": False})
-                finally:
-                    os.umask(old)
-                break
-            except duckdb.IOException as exc:
-                # another program (not dpsql) holds the file open: wait like for the flock
-                if any(t in str(exc) for t in _CONFLICT_TEXT) and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-                if any(t in str(exc) for t in _CONFLICT_TEXT):
-                    raise _contention() from None
-                raise _unavailable("the ledger file cannot be opened") from None
-            except duckdb.Error:
-                raise _unavailable("the ledger file cannot be opened") from None
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o600)
-        return con
-
-    @contextlib.contextmanager
-    def _open_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Open, ``BEGIN``; ``COMMIT`` on success, ``ROLLBACK`` on any error; close.  Caller holds the locks."""
-        con = self._connect()
-        try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-                con.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(duckdb.Error):
-                    con.execute("ROLLBACK")
-                raise
-        finally:
-            con.close()
-
-    @contextlib.contextmanager
-    def _transaction(self, urgent: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Lock, then one transaction (used for reads and for creation); DuckDB failures are DPSQL-E090."""
-        with self._locked(urgent):
-            try:
-                with self._open_transaction() as con:
-                    yield con
-            except duckdb.Error:
-                raise _unavailable("the ledger could not be read") from None
-
-    def _retrying(self, fn: Any, urgent: bool = False) -> Any:
-        """Under the locks, run ``fn(con)`` in a transaction, retrying write conflicts (DPSQL-E071 after
-        the retries).  ``fn`` returns ``(result, appended entry or None)``; the entry is anchored after
-        the commit, still under the locks.  Deferred status marks ride along in the same transaction."""
-        with self._locked(urgent):
-            for _ in range(_RETRIES):
-                with self._pending_lock:
-                    pending = list(self._pending)
-                try:
-                    with self._open_transaction() as con:
-                        for seq, status in pending:
-                            con.execute("UPDATE entries SET status = ? WHERE seq = ? AND kind = 'charge' "
-                                        "AND status = 'reserved'", [status, seq])
-                        out, entry = fn(con)
-                except duckdb.TransactionException:
-                    continue
-                except PrivacyError:
-                    raise
-                except duckdb.Error as exc:
-                    if any(t in str(exc) for t in _CONFLICT_TEXT):
-                        continue
-                    raise _unavailable("the ledger could not be written") from None
-                with self._pending_lock:
-                    self._pending = [p for p in self._pending if p not in pending]
-                if entry is not None:
-                    with contextlib.suppress(OSError):  # a lagging anchor stays consistent (seq <= head)
-                        self._anchor(entry.seq, entry.row_hash)
-                return out
-        raise _contention()
-
-    # ----------------------------------------------------------------- verification
+    # ----------------------------------------------------------------- verification (the hash chain: .chain)
 
     def _verify(self, con: duckdb.DuckDBPyConnection) -> None:
-        with decimal.localcontext(_CTX):
-            self._verify_exact(con)
-
-    def _verify_exact(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Replay the whole log (hash chain and amounts), compare the result with the budget rows, then
-        check the anchor.  Linear in the log's length: about 60 µs per entry."""
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'dataset_id'").fetchone()
-            if row is None or row[0] != self.dataset_id:
-                raise _unavailable("the ledger belongs to another dataset")
-            replay = _Replay(self.dataset_id)
-            tail = con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq").fetchall()
-            budgets = {r[0]: _budget(r) for r in con.execute(f"SELECT {_BUDGET_COLS} FROM budgets").fetchall()}
-            glob = {r[0]: list(r[1:]) for r in con.execute(
-                "SELECT accounting, limit_, spent, delta_limit, delta_spent FROM global_budgets").fetchall()}
-            for r in tail:
-                replay.apply(_entry(r))
-            version = self._data_version(con, text=True)
-            anchor = self._read_anchor()
-            anchored = None
-            if anchor is not None:
-                anchored = con.execute("SELECT row_hash FROM entries WHERE seq = ?", [anchor[0]]).fetchone()
-        except duckdb.Error:
-            raise _unavailable("the ledger's tables cannot be read") from None
-        actual = {p: [b.accounting, b.limit, b.spent, b.delta_limit, b.delta_spent, b.per_query_cap, b.delta_per_query]
-                  for p, b in budgets.items()}
-        if actual != replay.expect:
-            raise _unavailable("budgets do not match the charge log")
-        if glob != replay.gexp:
-            raise _unavailable("dataset-wide limits do not match the charge log")
-        if version != str(replay.version):
-            raise _unavailable("the data version does not match the log")
-        if anchor is not None and (anchored is None or anchored[0] != anchor[1]):
-            raise _unavailable("the charge log does not match its anchor (truncated or restored)")
-
-    def _read_anchor(self) -> tuple[int, str] | None:
-        """The last ``(seq, row_hash)`` of the anchor file, or None if there is none."""
-        try:
-            with open(self._anchor_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(f.tell() - 256, 0))
-                lines = f.read().decode("ascii").split()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError):
-            raise _unavailable("the anchor file cannot be read") from None
-        if not lines:
-            return None
-        try:
-            return int(lines[-2]), lines[-1]
-        except (IndexError, ValueError):
-            raise _unavailable("the anchor file is malformed") from None
-
-    def _anchor(self, seq: int, digest: str) -> None:
-        fd = os.open(self._anchor_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"{seq} {digest}\n".encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        verify(con, self.dataset_id, self._anchor_path)
 
     def verify(self) -> None:
         """Recompute the hash chain and the budgets from the log; DPSQL-E090 on any mismatch."""
@@ -562,22 +133,7 @@ class Ledger:
     # ----------------------------------------------------------------- appending entries
 
     def _append(self, con: duckdb.DuckDBPyConnection, **fields: Any) -> Entry:
-        head = con.execute(f"SELECT {_ENTRY_COLS} FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        if head is None:
-            prev, seq = genesis_hash(self.dataset_id), 1
-        else:
-            h = _entry(head)
-            if entry_hash(h.prev_hash, h) != h.row_hash:
-                raise _unavailable("hash chain broken at the last entry")
-            prev, seq = h.row_hash, h.seq + 1
-        e = Entry(seq=seq, entry_id=str(uuid.uuid4()), ts=_now(), prev_hash=prev, **fields)
-        digest = entry_hash(prev, e)
-        con.execute(f"INSERT INTO entries ({_ENTRY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, CAST(? AS DECIMAL(38, 18)), "
-                    "CAST(? AS DECIMAL(38, 30)), CAST(? AS DECIMAL(38, 18)), CAST(? AS DECIMAL(38, 30)), "
-                    "?, ?, ?, ?, ?, ?)",
-                    [e.seq, e.entry_id, e.kind, e.ts, e.principal, e.session_id, e.accounting, e.amount, e.delta,
-                     e.cap, e.delta_cap, e.query_sha256, e.mechanisms, e.status, prev, digest, e.ref_seq])
-        return Entry(**{**e.__dict__, "row_hash": digest})
+        return append(con, self.dataset_id, **fields)
 
     def grant(self, principal: str, accounting: Accounting, limit: Decimal | float | str,
               delta_limit: Decimal | float | str = 0, per_query_cap: Decimal | float | str | None = None,
@@ -711,11 +267,7 @@ class Ledger:
 
     # ----------------------------------------------------------------- data versions and stored releases
 
-    @staticmethod
-    def _data_version(con: duckdb.DuckDBPyConnection, text: bool = False) -> Any:
-        row = con.execute("SELECT value FROM meta WHERE key = 'data_version'").fetchone()
-        value = "1" if row is None else row[0]
-        return value if text else int(value)
+    _data_version = staticmethod(read_data_version)
 
     def data_version(self) -> int:
         """The data version the data owner declared last (1 until the first :meth:`bump_data_version`)."""
