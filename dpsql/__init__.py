@@ -1,8 +1,9 @@
 """dpsql: bound-free differentially private aggregates for DuckDB.
 
-Layers (each imports only those below it):
-front doors (cli, shell, server) -> session/admin -> guard, ledger, policy -> duck (binding)
--> core (estimators, numpy only) -> noise (CSPRNG).
+Layers (each imports only those below it; tests/test_layers.py holds the table and checks it):
+front doors (cli, shell, demo, server) -> this package's API -> session/admin -> policy -> guard, ledger
+-> duck (binding) -> core (estimators, numpy only) -> noise (CSPRNG); text helpers (sqltext, display) and
+errors at the bottom.
 """
 
 from __future__ import annotations
