@@ -32,6 +32,7 @@ from .lineage import analyse_lineage
 from .materialize import rewrite_materialize
 from .params import check_parameters
 from .partition import plan_selection, rewrite_selection
+from .per_unit import rewrite_per_unit
 from .pick_lists import answer_pick_lists
 from .plain import rewrite_plain_aggregates
 from .probes import answer_probes
@@ -63,6 +64,7 @@ CHECKS = (
 #: the rewrites, in order, applied only after every check passed
 REWRITES = (
     rewrite_totality,  # row-level expressions under TRY()
+    rewrite_per_unit,  # per-unit aggregations: aggregates in an inner grouped query, expressions under TRY()
     rewrite_bounding,  # k rows per (unit, group), g groups per unit, at random
     rewrite_public_keys,  # declared domains drive the groups (empty groups included)
     rewrite_selection,  # noisy-count threshold for undeclared keys

@@ -20,12 +20,15 @@ DPSQL-E020
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType
 
+from .catalog import TableInfo
 from .context import PREFIX, Aggregation, Context, ScopeInfo, dp_name, own_nodes, refuse
 from .plain import dp_alternative
-from .syntax import AGGREGATES
+from .syntax import AGGREGATES, group_keys
 
 Sources = dict[str, tuple[exp.Expression, ScopeInfo, object]]
 _PICK_LIST = (" (a pick-list is answered from declared public keys: every selected column needs them, and a "
@@ -133,10 +136,15 @@ def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
     inner = source.expression
     if not isinstance(inner, exp.Select):
         raise refuse("041", "the privacy unit is lost before the dp aggregate")
-    inner_srcs = ctx.sources.get(id(inner)) or sources(ctx, source)
-    first = next(k for k, (_, i, _) in inner_srcs.items() if i.kind == "protected")
     name = f"{PREFIX}_unit"
-    inner.select(exp.alias_(unit_expression(ctx, inner_srcs, first), name, quoted=True), copy=False)
+    key = per_unit_of(ctx, inner)
+    if key is not None:  # a per-unit aggregation (guard.per_unit): the unit it groups by
+        unit = key.copy()
+    else:
+        inner_srcs = ctx.sources.get(id(inner)) or sources(ctx, source)
+        first = next(k for k, (_, i, _) in inner_srcs.items() if i.kind == "protected")
+        unit = unit_expression(ctx, inner_srcs, first)
+    inner.select(exp.alias_(unit, name, quoted=True), copy=False)
     info.unit_cols.add(name)
     info.columns.append(name)
     return exp.column(name, table=alias or None, quoted=True)
@@ -236,6 +244,108 @@ def union_info(ctx: Context, scope: Scope) -> ScopeInfo:
     if not out.unit_cols:
         raise refuse("050", _UNION_FORM)
     return out
+
+
+# ----------------------------------------------------------------- per-unit aggregations (issue 15, item 4)
+# What they are, the sensitivity argument and the rewrite: guard.per_unit.
+
+#: the plain aggregates allowed per unit
+PER_UNIT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+#: the supported form, named by refusals
+PER_UNIT_FORM = ("aggregate per privacy unit first, grouping by exactly the unit column, then release with a "
+                 "dp_* aggregate: SELECT dp_mean(total, epsilon := ...) FROM (SELECT uid, sum(cost) AS total "
+                 "FROM t GROUP BY uid)")
+
+
+@dataclass
+class PerUnitInfo(ScopeInfo):
+    """The lineage info of a per-unit aggregation (``guard.per_unit``), with the unit column it groups by."""
+
+    key: exp.Column | None = None
+
+
+def per_unit_of(ctx: Context, select: exp.Expression) -> exp.Column | None:
+    """The unit column ``select`` groups by if it is a per-unit aggregation, else None."""
+    info = ctx.info.get(id(select))
+    return info.key if isinstance(info, PerUnitInfo) else None
+
+
+def per_unit_key(srcs: Sources, select: exp.Select) -> exp.Column | None:
+    """The unit column ``select`` groups by, when it is a per-unit aggregation; None when it groups by no
+    unit column at all; E021 when it groups by the unit and something else."""
+    keys = group_keys(select)
+    units = [k for k in keys if isinstance(k, exp.Column) and is_unit(srcs, resolve(srcs, k))]
+    if not units:
+        return None
+    if len(keys) != 1:
+        raise refuse("021", "a per-unit aggregation must GROUP BY exactly the privacy unit column (one row per "
+                            "unit); grouping by the unit and other columns gives several rows per unit: take a "
+                            "per-unit attribute as min(col) or max(col) instead")
+    return units[0]
+
+
+def check_per_unit_aggregate(node: exp.Expression) -> None:
+    """An aggregate inside a per-unit aggregation: one of PER_UNIT_AGGREGATES (E021 otherwise)."""
+    if not isinstance(node, PER_UNIT_AGGREGATES):
+        raise refuse("021", f"aggregate {node.sql_name()} is not allowed per unit (count, sum, avg, min and max "
+                            "are); release it with its dp_* form")
+
+
+def _outside_aggregates(expr: exp.Expression):
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.AggFunc):
+            continue
+        yield node
+        stack.extend(node.iter_expressions())
+
+
+def per_unit_info(srcs: Sources, select: exp.Select, key: exp.Column) -> PerUnitInfo:
+    """The lineage info of a per-unit aggregation: protected, one row per unit (a contribution bound of 1 row
+    in 1 group per unit), the unit where it is selected, origins kept by the unit and by min/max of a
+    column (for declared public keys)."""
+    kref = resolve(srcs, key)
+    unit = kref[1]
+    bound = TableInfo("per-unit aggregation", "protected", {}, privacy_unit=unit, max_rows_per_unit=1,
+                      max_groups_per_unit=1)
+    out = PerUnitInfo("protected", tables=[bound], key=key)
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            raise refuse("020", "SELECT * is not allowed in a per-unit aggregation; select the unit and aggregates")
+        body = item.unalias()
+        for node in _outside_aggregates(body):
+            if isinstance(node, exp.Column) and resolve(srcs, node) != kref:
+                raise refuse("020", "outside its aggregates a per-unit aggregation may select only the privacy "
+                                    "unit it groups by")
+        name = item.alias_or_name if isinstance(item, exp.Alias | exp.Column) else \
+            item.sql("duckdb", normalize_functions="lower")
+        out.columns.append(name)
+        if isinstance(body, exp.Column):
+            out.unit_cols.add(name)
+            org = origin(srcs, kref)
+        elif isinstance(body, exp.Min | exp.Max) and isinstance(body.this, exp.Column):
+            ref = resolve(srcs, body.this)
+            org = origin(srcs, ref) if ref is not None else None
+        else:
+            org = None
+        if org is not None:
+            out.origins[name] = org
+    having = select.args.get("having")
+    for node in _outside_aggregates(having.this) if having is not None else ():
+        if isinstance(node, exp.Column) and resolve(srcs, node) != kref and having_alias(srcs, select, node) is None:
+            raise refuse("022", "HAVING of a per-unit aggregation may use only aggregates of the unit's rows and "
+                                "the unit")
+    return out
+
+
+def having_alias(srcs: Sources, select: exp.Select, col: exp.Column) -> exp.Expression | None:
+    """The select item an unqualified column of HAVING names by its alias (``HAVING total > 100``), or None
+    (columns of the relations come first, as in DuckDB)."""
+    if col.table or resolve(srcs, col) is not None:
+        return None
+    return next((p.this for p in select.expressions if isinstance(p, exp.Alias) and p.alias.lower() ==
+                 col.name.lower()), None)
 
 
 def _star_sources(srcs: Sources, proj: exp.Expression) -> list[str] | None:
@@ -346,22 +456,31 @@ def check_filter_subquery(ctx: Context, select: exp.Select, sub: Scope) -> None:
                                     f"subquery's own tables) are not allowed over protected data; " + _FILTER_FORM)
 
 
-def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool) -> None:
+def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool,
+                   per_unit: bool = False) -> None:
+    """The rules of a SELECT reading protected rows; ``per_unit``: it is a per-unit aggregation
+    (``guard.per_unit``), whose plain aggregates, GROUP BY and HAVING are allowed."""
     having = select.args.get("having")
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
     for node in own_nodes(select):
         if isinstance(node, exp.Window):
             raise refuse("050", "window functions are not allowed over protected data")
         if isinstance(node, exp.Distinct):
+            if per_unit and isinstance(node.parent, PER_UNIT_AGGREGATES):
+                continue  # count(DISTINCT x) of one unit's rows
             hint = _PICK_LIST if node is select.args.get("distinct") else ""
             raise refuse("050", "DISTINCT is not allowed over protected data" + hint)
-        if isinstance(node, AGGREGATES):
+        if isinstance(node, AGGREGATES) and per_unit:
+            check_per_unit_aggregate(node)
+        elif isinstance(node, AGGREGATES):
+            hint = "" if scope.is_root else f"; or {PER_UNIT_FORM}"
             if having is not None and node.find_ancestor(exp.Having) is having:
-                raise refuse("022", "HAVING may use only dp_* outputs and public group keys")
+                raise refuse("022", "HAVING may use only dp_* outputs and public group keys" + hint)
             raise refuse("021", f"aggregate {node.sql_name()} is not differentially private; "
-                                f"use {dp_alternative(node)}")
+                                f"use {dp_alternative(node)}{hint}")
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and resolve(srcs, node) is None:
-            if not (has_dp and not node.table and node.name.lower() in aliases and _post_processing(node, select)):
+            if not ((has_dp or per_unit) and not node.table and node.name.lower() in aliases
+                    and _post_processing(node, select)):
                 raise refuse("012", f"column {node.name!r} is unknown or ambiguous (qualify it with its table)")
     if select.args.get("qualify") is not None:
         raise refuse("050", "QUALIFY is not allowed over protected data")
@@ -380,8 +499,9 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
         check_filter_subquery(ctx, select, sub)
     if not has_dp:
         for arg in ("group", "having"):
-            if select.args.get(arg) is not None:
-                raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates" + _PICK_LIST)
+            if select.args.get(arg) is not None and not per_unit:
+                hint = _PICK_LIST if scope.is_root else f"; or {PER_UNIT_FORM}"
+                raise refuse("050", "grouping protected rows is only allowed with dp_* aggregates" + hint)
         for arg in ("order", "limit", "offset"):
             # at the outermost level the rows themselves are the problem (E020 below): BI tools append a
             # LIMIT to every query, and "LIMIT is not allowed" pointed their users at the wrong cause
@@ -419,8 +539,11 @@ def analyse_lineage(ctx: Context) -> None:
         if scope.scope_type == ScopeType.SUBQUERY and any(i.kind != "public" for _, i, _ in srcs.values()):
             raise refuse("051", "subqueries inside expressions may not read dp outputs")
         ctx.sources[id(expr)] = srcs
+        key = None
+        if protected and not has_dp:
+            key = per_unit_key(srcs, expr)
         if protected:
-            _check_private(ctx, scope, srcs, expr, has_dp)
+            _check_private(ctx, scope, srcs, expr, has_dp, per_unit=key is not None)
             ctx.private.append(expr)
         if has_dp:
             ctx.aggregations.append(Aggregation(expr, protected=bool(protected)))
@@ -430,6 +553,9 @@ def analyse_lineage(ctx: Context) -> None:
         if protected:
             if scope.is_root:
                 raise refuse("020", "protected values may reach the output only through dp_* aggregates")
+            if key is not None:
+                ctx.info[id(expr)] = per_unit_info(srcs, expr, key)
+                continue
             ctx.info[id(expr)] = _project(srcs, expr)
             continue
         kind = "noisy" if any(i.kind == "noisy" for _, i, _ in srcs.values()) else "public"

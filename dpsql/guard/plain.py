@@ -17,7 +17,9 @@ rewritten query goes through every other pass like one the analyst wrote: its co
 from the rewritten text (``e`` per call times the contribution bound) and charged visibly.  An unaliased
 select item keeps the name written (``count(*)``).  ``ORDER BY COUNT(*)`` repeating a select item orders
 by that item's position and ``HAVING AVG(x) > 5`` by its alias, so the value is released (and charged)
-once.  ``COUNT(DISTINCT x)``, MIN, MAX, windowed aggregates and the like are left alone (refused).
+once.  ``COUNT(DISTINCT x)``, MIN, MAX, windowed aggregates and the like are left alone (refused).  A
+per-unit aggregation (``GROUP BY uid``, issue 15) keeps its plain aggregates; the aggregate around it is
+rewritten.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
@@ -35,6 +37,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
 from .context import Context, dp_name, own_nodes
+from .syntax import group_keys
 
 #: plain aggregate -> its dp_* form (COUNT(*) is dp_count_star)
 DP_FORMS: dict[type[exp.Expression], str] = {exp.Count: "dp_count", exp.Sum: "dp_sum", exp.Avg: "dp_mean"}
@@ -108,6 +111,15 @@ def _rewrite(select: exp.Select, epsilon: str) -> None:
                 node.replace(call)
 
 
+def _per_unit(ctx: Context, select: exp.Select) -> bool:
+    """Whether ``select`` looks like a per-unit aggregation (``guard.per_unit``: GROUP BY one column named like
+    a privacy unit of the catalog).  Its plain aggregates are not rewritten (the lineage pass decides; if the
+    column is not the unit they stay E021) and an aggregate around it is (``avg(total)`` -> ``dp_mean``)."""
+    keys = group_keys(select)
+    units = {t.privacy_unit.lower() for t in ctx.catalog.tables.values() if t.protected and t.privacy_unit}
+    return len(keys) == 1 and isinstance(keys[0], exp.Column) and keys[0].name.lower() in units
+
+
 def rewrite_plain_aggregates(ctx: Context) -> None:
     """With the catalog's opt-in, rewrite plain COUNT/SUM/AVG in every SELECT that reads protected rows."""
     epsilon = ctx.catalog.plain_aggregate_epsilon
@@ -126,6 +138,9 @@ def rewrite_plain_aggregates(ctx: Context) -> None:
                 reads = reads or bool(info and info.protected)
             elif isinstance(source, Scope):
                 reads = reads or rows.get(id(source.expression), False)
+        if reads and _per_unit(ctx, expr):  # issue 15: left to guard.per_unit; its rows stay protected rows
+            rows[id(expr)] = True
+            continue
         if reads:
             _rewrite(expr, epsilon)
         rows[id(expr)] = reads and not any(dp_name(n) or isinstance(n, exp.AggFunc) for n in own_nodes(expr))

@@ -88,3 +88,23 @@ def check_syntax(ctx: Context) -> None:
     for cast in list(ctx.tree.find_all(exp.Cast)):
         if not isinstance(cast, exp.TryCast):
             cast.replace(exp.TryCast(this=cast.this, to=cast.args["to"]))
+
+
+def group_keys(select: exp.Select) -> list[exp.Expression]:
+    """The GROUP BY keys of ``select`` (positions and select aliases resolved; ALL: the items without an
+    aggregate)."""
+    group = select.args.get("group")
+    if group is None:
+        return []
+    items = select.expressions
+    if group.args.get("all"):
+        return [p.unalias() for p in items if not p.find(exp.AggFunc)]
+    aliases = {p.alias.lower(): p.this for p in items if isinstance(p, exp.Alias)}
+    keys = []
+    for k in group.expressions:
+        if isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit() and 1 <= int(k.this) <= len(items):
+            k = items[int(k.this) - 1].unalias()
+        elif isinstance(k, exp.Column) and not k.table and k.name.lower() in aliases:
+            k = aliases[k.name.lower()]
+        keys.append(k)
+    return keys

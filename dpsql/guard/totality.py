@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from .context import Context, dp_name, own_nodes
 from .joins import _conjuncts
-from .lineage import Sources, column_type, is_numeric_type
+from .lineage import Sources, column_type, is_numeric_type, per_unit_of
 
 
 def _safe_equality(ctx: Context, srcs: Sources, cond: exp.Expression) -> bool:
@@ -85,6 +85,8 @@ def rewrite_totality(ctx: Context) -> None:
                 join.set("on", total_condition(ctx, srcs, join.args["on"]))
         if any(dp_name(n) for n in own_nodes(select)):
             continue  # a dp_* aggregation: its arguments and keys are wrapped by the bounding rewrite
+        if per_unit_of(ctx, select) is not None:
+            continue  # a per-unit aggregation: TRY cannot hold an aggregate (guard.per_unit wraps it)
         for proj in list(select.expressions):
             if isinstance(proj, exp.Alias):
                 proj.set("this", total_expression(proj.this))

@@ -142,8 +142,6 @@ HOSPITAL: list[tuple[str, str]] = [
     ("SELECT sum(cost) FROM visits", "DPSQL-E021"),
     ("SELECT clinic, avg(cost) FROM visits GROUP BY clinic", "DPSQL-E021"),
     (f"SELECT max(cost), {C} FROM visits", "DPSQL-E021"),
-    ("SELECT dp_mean(cost, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS cost FROM visits "
-     "GROUP BY patient_id) t", "DPSQL-E021"),
     ("SELECT min(note) FROM visits", "DPSQL-E021"),
     ("SELECT median(cost) FROM visits", "DPSQL-E021"),
     ("SELECT dp_sum(x, epsilon := 1) FROM (SELECT count(*) AS x FROM visits) t", "DPSQL-E021"),
@@ -289,6 +287,61 @@ HOSPITAL: list[tuple[str, str]] = [
     (f"SELECT k.c, {C} FROM (VALUES ((SELECT max(note) FROM visits))) k(c) LEFT JOIN visits v ON v.note = k.c "
      "GROUP BY k.c", "DPSQL-E010"),
     (f"SELECT k.c, {C} FROM (VALUES (lower('A'))) k(c) JOIN visits v ON v.clinic = k.c GROUP BY k.c", "DPSQL-E010"),
+    # issue 15, item 4: per-unit pre-aggregation GROUP BY exactly the unit; its rows leave only through dp_*
+    ("SELECT patient_id, sum(cost) AS total FROM visits GROUP BY patient_id", "DPSQL-E020"),
+    ("SELECT patient_id FROM visits GROUP BY patient_id HAVING max(cost) > 90", "DPSQL-E020"),
+    ("SELECT * FROM (SELECT patient_id, sum(cost) AS total FROM visits GROUP BY patient_id) t WHERE total > 100",
+     "DPSQL-E020"),
+    ("WITH u AS (SELECT patient_id, max(cost) AS m FROM visits GROUP BY patient_id) SELECT m FROM u "
+     "ORDER BY m DESC LIMIT 1", "DPSQL-E020"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, note AS t FROM visits GROUP BY patient_id)",
+     "DPSQL-E020"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT *, sum(cost) AS t FROM visits GROUP BY patient_id)", "DPSQL-E020"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT clinic, sum(cost) AS t FROM visits GROUP BY clinic)", "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT sum(cost) AS t FROM visits) q", "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, clinic, sum(cost) AS t FROM visits "
+     "GROUP BY patient_id, clinic)", "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id % 10 AS b, sum(cost) AS t FROM visits GROUP BY 1)",
+     "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT pid, sum(cost) AS t FROM (SELECT patient_id + 0 AS pid, cost "
+     "FROM visits) GROUP BY pid)", "DPSQL-E021"),
+    ("SELECT dp_mean(m, epsilon := 1) FROM (SELECT max(t) AS m FROM (SELECT patient_id, sum(cost) AS t FROM visits "
+     "GROUP BY patient_id))", "DPSQL-E021"),
+    ("SELECT dp_mean(n, epsilon := 1) FROM (SELECT home, count(*) AS n FROM (SELECT patient_id, max(clinic) AS home "
+     "FROM visits GROUP BY patient_id) GROUP BY home)", "DPSQL-E021"),
+    ("SELECT count(*) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id)", "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, stddev(cost) AS t FROM visits GROUP BY patient_id)",
+     "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, median(cost) AS t FROM visits GROUP BY patient_id)",
+     "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "HAVING max(note) = 'x' OR clinic = 'A')", "DPSQL-E022"),
+    (f"SELECT patient_id, {C} FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id) "
+     "GROUP BY patient_id", "DPSQL-E032"),
+    ("SELECT dp_sum(n, epsilon := 1) FROM (SELECT p, count(*) AS n FROM (VALUES (1), (2)) k(p) JOIN visits v "
+     "ON v.patient_id = k.p GROUP BY p)", "DPSQL-E021"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) OVER (PARTITION BY patient_id) AS t "
+     "FROM visits)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, rank() OVER (ORDER BY sum(cost)) AS t FROM visits "
+     "GROUP BY patient_id)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "ORDER BY t DESC LIMIT 10)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "LIMIT 5)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM (SELECT * FROM visits "
+     "ORDER BY cost DESC LIMIT 50) GROUP BY patient_id)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "QUALIFY t > 1)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT DISTINCT patient_id, sum(cost) AS t FROM visits "
+     "GROUP BY patient_id)", "DPSQL-E050"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "UNION ALL SELECT 1, 2.0)", "DPSQL-E050"),
+    (f"SELECT {C} FROM visits WHERE cost > (SELECT max(t) FROM (SELECT patient_id, sum(cost) AS t FROM visits "
+     "GROUP BY patient_id))", "DPSQL-E051"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits GROUP BY patient_id "
+     "HAVING sum(cost) > (SELECT 1))", "DPSQL-E051"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) FILTER (WHERE clinic = 'A') AS t "
+     "FROM visits GROUP BY patient_id)", "DPSQL-E012"),
     # E060: invalid privacy parameters
     ("SELECT dp_count(*, epsilon := -1) FROM visits", "DPSQL-E060"),
     ("SELECT dp_count(*, epsilon := 0) FROM visits", "DPSQL-E060"),
@@ -381,6 +434,15 @@ EXTENDED: list[tuple[str, str]] = [
     (f"SELECT {C} FROM (SELECT patient_id, cost FROM visits UNION ALL SELECT account_id, balance FROM accounts) t",
      "DPSQL-E042"),
     (f"SELECT {C} FROM (SELECT * FROM events UNION ALL SELECT * FROM events) t", "DPSQL-E050"),
+    # issue 15, item 4: per-unit aggregates that read another unit's table, join off the unit, or peek in a
+    # subquery; a row-level table has no unit column to group by
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT v.patient_id, sum(a.balance) AS t FROM visits v "
+     "JOIN accounts a ON v.patient_id = a.account_id GROUP BY v.patient_id)", "DPSQL-E042"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT v.patient_id, count(*) AS t FROM visits v JOIN diag d "
+     "ON v.clinic = d.code GROUP BY v.patient_id)", "DPSQL-E040"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS t FROM visits v WHERE EXISTS "
+     "(SELECT 1 FROM diag d WHERE d.patient_id = v.patient_id) GROUP BY patient_id)", "DPSQL-E051"),
+    ("SELECT dp_mean(t, epsilon := 1) FROM (SELECT kind, sum(amount) AS t FROM events GROUP BY kind)", "DPSQL-E021"),
     (f"SELECT {C} FROM visits v JOIN diag d ON v.clinic = d.code", "DPSQL-E040"),
     (f"SELECT code, {C} FROM visits v JOIN diag d USING (patient_id) GROUP BY code", "DPSQL-E030"),
     (f"SELECT {C} FROM diag d JOIN (SELECT patient_id * 2 AS patient_id FROM visits) v USING (patient_id)",
@@ -464,6 +526,36 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT clinic, dp_mean(cost, epsilon := 0.1) FROM (SELECT patient_id, clinic, cost FROM visits UNION ALL "
      "SELECT patient_id, clinic, cost FROM visits UNION ALL SELECT patient_id, clinic, 0 FROM visits) u "
      "GROUP BY clinic", "0.3"),
+    # issue 15, item 4: per-unit pre-aggregation, one row per unit: multiplier 1 (not k = 3)
+    ("SELECT dp_mean(total, epsilon := 0.1, lower := 0, upper := 100000) FROM (SELECT patient_id, sum(cost) AS total "
+     "FROM visits GROUP BY patient_id)", "0.1"),
+    ("SELECT dp_mean(cost, epsilon := 1) FROM (SELECT patient_id, sum(cost) AS cost FROM visits "
+     "GROUP BY patient_id) t", "1"),
+    ("SELECT dp_mean(n, epsilon := 0.1) AS visits_per_patient FROM (SELECT patient_id, count(*) AS n FROM visits "
+     "GROUP BY patient_id)", "0.1"),
+    ("SELECT dp_median(a, epsilon := 0.1) FROM (SELECT patient_id AS p, avg(cost) AS a FROM visits GROUP BY p)", "0.1"),
+    ("SELECT dp_sum(t.spread, epsilon := 0.1) FROM (SELECT patient_id, max(cost) - min(cost) AS spread FROM visits "
+     "WHERE clinic <> 'C' GROUP BY 1) t", "0.1"),
+    ("SELECT dp_count(*, epsilon := 0.1) FROM (SELECT patient_id FROM visits GROUP BY patient_id "
+     "HAVING max(cost) > 90)", "0.1"),
+    ("SELECT dp_count(*, epsilon := 0.1) FROM (SELECT patient_id, sum(cost) AS total FROM visits "
+     "GROUP BY patient_id HAVING total > 150 AND min(cost) / 0 IS NULL)", "0.1"),
+    ("SELECT dp_count(*, epsilon := 0.1) AS big FROM (SELECT patient_id, sum(cost) AS total FROM visits "
+     "GROUP BY patient_id) WHERE total > 150", "0.1"),
+    ("SELECT home, dp_count(*, epsilon := 0.1) AS patients FROM (SELECT patient_id, max(clinic) AS home FROM visits "
+     "GROUP BY patient_id) GROUP BY home ORDER BY home", "0.1"),
+    ("SELECT dp_sum(n, epsilon := 0.1) FROM (SELECT patient_id, count(DISTINCT clinic) AS n FROM visits GROUP BY ALL)",
+     "0.1"),
+    ("SELECT dp_sum(total, epsilon := 0.1) FROM (SELECT sum(cost) AS total FROM visits GROUP BY patient_id)", "0.1"),
+    ("WITH u AS (SELECT patient_id, sum(cost) AS total FROM visits GROUP BY patient_id) "
+     "SELECT dp_sum(total, epsilon := 0.1) AS s, dp_count(*, epsilon := 0.1) AS n FROM u", "0.2"),
+    ("SELECT dp_sum(v.cost / t.total, epsilon := 0.1) FROM (SELECT patient_id, sum(cost) AS total FROM visits "
+     "GROUP BY patient_id) t JOIN visits v ON t.patient_id = v.patient_id", "0.3"),
+    ("SELECT dp_mean(n, epsilon := 0.1) FROM (SELECT v.patient_id, count(*) AS n FROM visits v JOIN clinics c "
+     "ON v.clinic = c.clinic WHERE c.name <> 'East' AND v.clinic IN (SELECT clinic FROM clinics) "
+     "GROUP BY v.patient_id)", "0.1"),
+    ("SELECT dp_sum(x, epsilon := 0.1) FROM (SELECT patient_id, count(*) AS x FROM (SELECT patient_id, "
+     "sum(cost) AS t FROM visits GROUP BY patient_id) GROUP BY patient_id)", "0.1"),
     # issue 15, item 1: filters through public tables are per-row predicates (cost unchanged)
     ("SELECT dp_count(*, epsilon := 0.1) FROM visits WHERE clinic IN (SELECT clinic FROM clinics)", "0.3"),
     ("SELECT clinic, dp_sum(cost, epsilon := 0.1) AS s FROM visits "
@@ -524,4 +616,8 @@ PLAIN: list[tuple[str, str]] = [
     ("SELECT avg(c) AS m FROM (SELECT cost * 2 AS c, patient_id FROM visits) AS t",
      "SELECT dp_mean(c, epsilon := 0.1) AS m FROM (SELECT cost * 2 AS c, patient_id FROM visits) AS t"),
     ("SELECT count(*) AS n FROM clinics", "SELECT count(*) AS n FROM clinics"),
+    # issue 15, item 4: a per-unit aggregation keeps its plain aggregates; the one around it is rewritten
+    ("SELECT avg(total) AS m FROM (SELECT patient_id, sum(cost) AS total FROM visits GROUP BY patient_id) AS t",
+     "SELECT dp_mean(total, epsilon := 0.1) AS m FROM (SELECT patient_id, sum(cost) AS total FROM visits "
+     "GROUP BY patient_id) AS t"),
 ]

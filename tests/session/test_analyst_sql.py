@@ -139,3 +139,49 @@ def test_union_all_is_bounded_per_unit_after_the_union(adb: Path) -> None:
 ])
 def test_union_hostile_variants_are_refused(adb: Path, sql: str, code: str) -> None:
     assert _refused(adb, sql) == code
+
+
+# item 4: per-unit pre-aggregation (visits: 60 units x 4 rows, max_rows_per_unit 4)
+PER_UNIT = ("SELECT dp_mean(total, epsilon := 0.1, lower := 0, upper := 100000) AS m "
+            "FROM (SELECT uid, sum(cost) AS total FROM visits GROUP BY uid)")
+
+
+def test_per_unit_pre_aggregation_is_charged_one_row_per_unit(adb: Path) -> None:
+    with dpsql.connect(adb, analyst="alice") as s:
+        r = s.sql(PER_UNIT)
+        assert r.charged == Decimal("0.1")  # one row per unit: 0.1 x 1, not 0.1 x max_rows_per_unit 4
+        assert r.columns == ["m"] and len(r.rows) == 1
+        for sql in ("SELECT dp_median(m, epsilon := 0.1) AS p50 FROM (SELECT uid, max(cost) AS m FROM visits "
+                    "GROUP BY uid)",
+                    "SELECT dp_count(*, epsilon := 0.1) AS n FROM (SELECT uid FROM visits GROUP BY uid "
+                    "HAVING max(cost) > 90)",
+                    "SELECT dp_sum(total, epsilon := 0.1) AS s FROM (SELECT uid, sum(cost) AS total FROM visits "
+                    "GROUP BY uid) WHERE total > 200",
+                    "SELECT dp_mean(n, epsilon := 0.1) AS n FROM (SELECT uid, count(*) AS n, avg(cost) AS a, "
+                    "min(cost) AS lo FROM visits GROUP BY uid) WHERE a > lo"):
+            r = s.sql(sql)
+            assert r.charged == Decimal("0.1") and len(r.rows) == 1, sql
+        r = s.sql("SELECT dp_sum(v.cost / t.total, epsilon := 0.1) AS share FROM (SELECT uid, sum(cost) AS total "
+                  "FROM visits GROUP BY uid) t JOIN visits v ON t.uid = v.uid")
+        assert r.charged == Decimal("0.4")  # joined back to the raw rows: visits' k = 4 applies again
+        assert s.budget().spent == Decimal("0.9")
+    [first, *_] = dpsql.admin(adb).charges()
+    assert first.amount == Decimal("0.1")
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("SELECT uid, sum(cost) AS total FROM visits GROUP BY uid", "DPSQL-E020"),
+    ("SELECT * FROM (SELECT uid, max(cost) AS m FROM visits GROUP BY uid) WHERE m > 90", "DPSQL-E020"),
+    ("SELECT dp_mean(total, epsilon := 0.1) FROM (SELECT zip, sum(cost) AS total FROM visits GROUP BY zip)",
+     "DPSQL-E021"),
+    ("SELECT dp_mean(total, epsilon := 0.1) FROM (SELECT uid, zip, sum(cost) AS total FROM visits "
+     "GROUP BY uid, zip)", "DPSQL-E021"),
+    ("SELECT dp_mean(total, epsilon := 0.1) FROM (SELECT uid, sum(cost) AS total FROM visits GROUP BY uid "
+     "ORDER BY total DESC LIMIT 10)", "DPSQL-E050"),
+    ("SELECT dp_mean(total, epsilon := 0.1) FROM (SELECT uid, sum(cost) OVER (PARTITION BY uid) AS total "
+     "FROM visits)", "DPSQL-E050"),
+    ("SELECT dp_mean(total, epsilon := 0.1) FROM (SELECT v.uid, sum(cost) AS total FROM visits v "
+     "WHERE EXISTS (SELECT 1 FROM people p WHERE p.uid = v.uid) GROUP BY v.uid)", "DPSQL-E051"),
+])
+def test_per_unit_hostile_variants_are_refused(adb: Path, sql: str, code: str) -> None:
+    assert _refused(adb, sql) == code
