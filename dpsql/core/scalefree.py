@@ -381,6 +381,16 @@ def interval_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng
 SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}
 SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.25, "sum": 0.50}
 MEAN_ROUTE = 300.0
+#: the range route's "low" class, ``MEAN_ROUTE <= n_hat eps < LOW_UNTIL``: the floor, the centre and the
+#: radius take larger shares there, or they fail to find data far from 0 (at n eps = 300 with the high
+#: class's shares: 7-8 % of runs on N(1e6, 10) off by up to 1e297 IQR, measured)
+LOW_UNTIL = 700.0
+SPLIT_MEAN_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.20, "sum": 0.25}
+SPLIT_SUM_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.15, "sum": 0.30}
+#: the small-count route (``n_hat eps < MEAN_ROUTE``): the floor takes 0.10 (at 0.05, n eps_floor ~ 15 let
+#: it overshoot the data's spread by tens of octaves in ~1 of 1,000 runs: a median far from 0 coded into one
+#: cell, released as 0.0 for N(1e6, 10)); the median, or for dp_sum the median and a second count, the rest
+SPLIT_FEW = {"count": 0.05, "bound": 0.10, "median": 0.85}
 SUM_FEW = {"median": 0.72, "count": 0.28}  # of the 0.9 eps left on dp_sum's small-count route
 OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_scan rows lie outside
 FINE = True  # radius steps of sqrt 2
@@ -393,6 +403,7 @@ SCAN = 0.7
 #: the range's radius is at most CAP_SLACK times the cap: the cap only stops run-offs past the data, and its
 #: own rank error (it may land some ranks below the largest |x - c|) must not clip heavy tails
 CAP_SLACK = 4.0
+CAP_BELOW = 16
 
 
 def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng,
@@ -419,22 +430,30 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     eps_scan = SCAN * eps_radius
     r = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE)
     d = Batch(np.abs(s.values - per_row(c, s.offsets)), s.offsets).sorted()
-    cap = _quantile(d, e, 1.0, (1.0 - SCAN) * eps_radius, rng, np.zeros(s.groups), NEAR)
+    # the cap's codes decay from the floor, or from CAP_BELOW octaves under |c| when the floor lies further
+    # down (tied data: seed 003's IQR lower bound falls to B_MIN when many pair gaps are 0, and the data's
+    # octave was left with ~1 code, as heavy as the far float line: run-offs, measured 1 in 1,000 runs)
+    with np.errstate(divide="ignore"):
+        ec = np.maximum(e, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
+    cap = _quantile(d, np.clip(ec, E_MIN, E_TOP - 1), 1.0, (1.0 - SCAN) * eps_radius, rng, np.zeros(s.groups), NEAR)
     r = np.minimum(r, np.clip(CAP_SLACK * cap, 0.0, 2.0**1002))
     return _intersect(c - r, c + r, params)
 
 
-def _routes(batch: Batch, params: Params, sp: dict[str, float], eps: float, rng: Rng,
-            null_below: float) -> tuple[Batch, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The first steps of dp_mean and dp_sum: the sorted (bounded) batch, the noisy count
-    (``sp['count'] eps``), the code floor (``sp['bound'] eps``), and the groups of each route decided by the
-    released count: ``few`` (``null_below <= n_hat eps < MEAN_ROUTE``) and ``many`` (``>= MEAN_ROUTE``);
-    the rest answer NULL."""
+def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
+            ) -> tuple[Batch, np.ndarray, list[tuple[str, np.ndarray, dict[str, float]]]]:
+    """The first steps of dp_mean and dp_sum: the sorted (bounded) batch, the noisy count (``count eps``) and
+    the groups of each route decided by the released count, with their splits: ``few`` (``NULL_BELOW <=
+    n_hat eps < MEAN_ROUTE``), ``low`` (``< LOW_UNTIL``) and ``high``; the rest answer NULL.  A route's
+    split is a function of released values: adaptive sequential composition, each group spends eps."""
     s = _bounded(batch, params).sorted()
+    sp, sp_low = (SPLIT_MEAN, SPLIT_MEAN_LOW) if kind == "mean" else (SPLIT_SUM, SPLIT_SUM_LOW)
     n = noisy_count(s, sp["count"] * eps, rng)
-    e = _floor_exponent(s, sp["bound"] * eps, rng)
-    many = n * eps >= MEAN_ROUTE
-    return s, n, e, np.flatnonzero(~many & (n * eps >= null_below)), np.flatnonzero(many)
+    ne = n * eps
+    few = (ne >= NULL_BELOW["median" if kind == "mean" else "sum"]) & (ne < MEAN_ROUTE)
+    low = (ne >= MEAN_ROUTE) & (ne < LOW_UNTIL)
+    return s, n, [("few", np.flatnonzero(few), SPLIT_FEW), ("low", np.flatnonzero(low), sp_low),
+                  ("high", np.flatnonzero(ne >= LOW_UNTIL), sp)]
 
 
 #: the clipping allowance of the mean's and the sum's intervals, in rows: the radius scan stops once about
@@ -456,28 +475,38 @@ def _noise_halfwidths(total_sens: np.ndarray, eps_sum: float, n_hat: np.ndarray,
     return (k_s + n_hi / 2.0) * gamma, n_lo, n_hi
 
 
+def _few(sub: Batch, n: np.ndarray, e: np.ndarray, sp: dict[str, float], eps: float, rng: Rng, params: Params,
+         kind: str) -> np.ndarray:
+    """The small-count route (too little data for a mean's range): the median on the log-uniform codes with
+    the range route's remaining share (dp_mean), or that median times a count (dp_sum: a second count
+    averaged with the first by inverse variance)."""
+    rest = sp["median"] * eps
+    if kind == "mean":
+        return _clip_out(_quantile(sub, e, 0.5, rest, rng), params)
+    med = _clip_out(_quantile(sub, e, 0.5, SUM_FEW["median"] * rest, rng), params)
+    w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
+    n2 = (w1 * n + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
+    with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
+        return med * np.maximum(n2, 0.0)
+
+
 def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: float | None,
               kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dp_mean (``kind='mean'``) or dp_sum with an optional interval: post-processing of the released
     count, range and clipped sum (:mod:`~dpsql.core.intervals`): no extra cost, the same draws."""
     eps = budget.epsilon
-    sp = SPLIT_MEAN if kind == "mean" else SPLIT_SUM
-    s, n, e, few, many = _routes(batch, params, sp, eps, rng, NULL_BELOW["median" if kind == "mean" else "sum"])
+    s, n, routes = _routes(batch, params, kind, eps, rng)
     out = np.full(s.groups, np.nan)
     lo, hi = np.full(s.groups, -np.inf), np.full(s.groups, np.inf)  # the small-count routes: no finite bound
-    rest = (sp["centre"] + sp["radius"] + sp["sum"]) * eps
-    if few.size and kind == "mean":
-        out[few] = _clip_out(_quantile(_groups(s, few), e[few], 0.5, rest, rng), params)
-    elif few.size:
-        sub = _groups(s, few)
-        med = _clip_out(_quantile(sub, e[few], 0.5, SUM_FEW["median"] * rest, rng), params)
-        w1, w2 = (sp["count"] * eps) ** 2, (SUM_FEW["count"] * rest) ** 2
-        n2 = (w1 * n[few] + w2 * noisy_count(sub, SUM_FEW["count"] * rest, rng)) / (w1 + w2)
-        with np.errstate(over="ignore"):  # +-inf past float64: post-processing of released values
-            out[few] = med * np.maximum(n2, 0.0)
-    if many.size:
-        sub = _groups(s, many)
-        l, r = _range(sub, e[many], sp["centre"] * eps, sp["radius"] * eps, rng, params)
+    for route, idx, sp in routes:
+        if not idx.size:
+            continue
+        sub = _groups(s, idx)
+        e = _floor_exponent(sub, sp["bound"] * eps, rng)
+        if route == "few":
+            out[idx] = _few(sub, n[idx], e, sp, eps, rng, params, kind)
+            continue
+        l, r = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params)
         c = l / 2.0 + r / 2.0
         half = r / 2.0 - l / 2.0
         x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
@@ -487,19 +516,19 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
             sens = np.maximum(np.abs(l), np.abs(r))
         total = release_sum(x, sub.offsets, sens, sp["sum"] * eps, rng)
         if kind == "mean":
-            out[many] = np.clip(c + total / np.maximum(n[many], 1.0), l, r)
+            out[idx] = np.clip(c + total / np.maximum(n[idx], 1.0), l, r)
         else:
-            out[many] = total
+            out[idx] = total
         if level is not None:
-            w, n_lo, n_hi = _noise_halfwidths(sens, sp["sum"] * eps, n[many], sp["count"] * eps, 1.0 - level)
+            w, n_lo, n_hi = _noise_halfwidths(sens, sp["sum"] * eps, n[idx], sp["count"] * eps, 1.0 - level)
             allowance = BIAS_ROWS * OUTSIDE / (SCAN * sp["radius"] * eps) * half
             with np.errstate(over="ignore", invalid="ignore"):
                 if kind == "mean":
                     a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
-                    lo[many] = c + np.maximum(a, -half) - allowance / n_lo
-                    hi[many] = c + np.minimum(b, half) + allowance / n_lo
+                    lo[idx] = c + np.maximum(a, -half) - allowance / n_lo
+                    hi[idx] = c + np.minimum(b, half) + allowance / n_lo
                 else:
-                    lo[many], hi[many] = total - w - allowance, total + w + allowance
+                    lo[idx], hi[idx] = total - w - allowance, total + w + allowance
     if kind == "mean":  # NULL without a row; the exact mean of the clamped data lies within the public bounds
         out = np.where(n >= 1.0, out, np.nan)
         lo, hi = _clip_out(lo, params), _clip_out(hi, params)
@@ -510,12 +539,14 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_mean, scale-free (accuracy study R2).  NULL when ``n_hat eps < NULL_BELOW['median']`` or n_hat < 1.
 
-    Cost eps (pure): count 0.05 + floor 0.05, then per group, routed on the released count, either the
-    range (centre 0.15 + radius 0.35, :func:`_range`) and the centred clipped sum (0.40), or, when
-    ``n_hat eps < MEAN_ROUTE`` (too little data for a mean's range), the median at 0.90 (a location
-    estimate; the README says so).  Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per
-    added or removed row; mean = ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).
-    The route is post-processing of the released count (adaptive sequential composition)."""
+    Cost eps (pure): a count (0.05), then per group, routed on the released count ``n_hat eps``: below
+    MEAN_ROUTE the floor (0.10) and the median at 0.85 (a location estimate: too little data for a mean's
+    range; the README says so); else the floor, the range (centre + radius, :func:`_range`) and the centred
+    clipped sum, at ``SPLIT_MEAN_LOW`` (0.20 / 0.30 / 0.20 / 0.25) below LOW_UNTIL, where the floor, centre
+    and cap need larger shares to find the data at all, and at ``SPLIT_MEAN`` (0.05 / 0.15 / 0.35 / 0.40)
+    above.  Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per added or removed row; mean =
+    ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).  The route and its split are
+    functions of the released count (adaptive sequential composition: every group spends eps)."""
     return _mean_sum(batch, budget, params, rng, None, "mean")[0]
 
 
@@ -529,11 +560,12 @@ def interval_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng
 
 
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): count 0.05 + floor 0.05, then per group,
-    routed on the released count, either the range (centre 0.15 + radius 0.25, :func:`_range`) and the
-    clipped sum (0.50; values clipped to the released [l, r] move the sum by at most max(|l|, |r|) per
-    added or removed row), or, when ``n_hat eps < MEAN_ROUTE``, the median (0.72 of the remaining 0.9)
-    times a count (a second count at 0.28 of it, averaged with the first by inverse variance), or NULL
+    """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): a count (0.05), then per group, routed on the
+    released count: the floor, the range (centre + radius, :func:`_range`) and the clipped sum (values clipped
+    to the released [l, r] move the sum by at most max(|l|, |r|) per added or removed row) at
+    ``SPLIT_SUM_LOW`` (0.20 / 0.30 / 0.15 / 0.30) below LOW_UNTIL and ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
+    0.50) above; or, when ``n_hat eps < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
+    0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
     return _mean_sum(batch, budget, params, rng, None, "sum")[0]
 
