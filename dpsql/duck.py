@@ -1,7 +1,10 @@
 """DuckDB binding: ``install(con)`` registers the dp_* aggregates (trusted, data-owner mode).
 
-DuckDB's Python API has scalar UDFs only, so each aggregate is a macro over ``list(x)`` (see
-``sql/macros.sql``) feeding one Arrow UDF that receives a whole chunk of groups: the list array's
+The functions, their arguments, types and defaults are declared once in :mod:`dpsql.surface`:
+``sql/macros.sql`` is generated from it (``python -m dpsql.macrogen``), and the UDFs here take their argument
+order and Arrow types from it and build :class:`~dpsql.core.Params` by parameter name.  DuckDB's Python API has
+scalar UDFs only, so each aggregate is a macro over ``list(x)`` (``sql/macros.sql``; its hand-written helpers
+are in ``sql/native.sql``) feeding one Arrow UDF that receives a whole chunk of groups: the list array's
 offsets and flat values become a :class:`~dpsql.core.batch.Batch` without a per-group Python loop.
 ``null_handling="special"`` makes DuckDB call the UDF for empty groups too (``list`` over no rows is
 NULL), so an empty group gets a DP answer like any other, never a deterministic NULL.
@@ -18,7 +21,9 @@ only).  Its value has the law of ``dp_f``'s and it costs what ``dp_f`` costs (:f
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import duckdb
@@ -33,38 +38,39 @@ from .core.intervals import count_interval
 from .core.primitives import fixed_point_grid
 from .core.registry import budget_of, validate
 from .noise import Rng, discrete_laplace, system_rng
-from .sqlfiles import statements
+from .sqltext import script as statements
+from .surface import (
+    AGGREGATE_FUNCTIONS,
+    CI_FIELDS,
+    CI_SUFFIX,
+    DEFAULT_LEVEL,
+    FUNCTIONS,
+    PARAMETERS,
+    PLAIN_FUNCTIONS,
+    call_parameters,
+    parameters_of,
+    plain_function,
+)
 
 __all__ = ["install", "AGGREGATE_FUNCTIONS", "CI_SUFFIX", "DEFAULT_LEVEL", "plain_function"]
 
-#: SQL function name -> core aggregate
-AGGREGATE_FUNCTIONS = {
-    "dp_count": "count",
-    "dp_count_star": "count",
-    "dp_sum": "sum",
-    "dp_mean": "mean",
-    "dp_avg": "mean",
-    "dp_var": "var",
-    "dp_stddev": "var",
-    "dp_quantile": "quantile",
-    "dp_median": "quantile",
-    "dp_iqr": "iqr",
-}
-#: every dp_f has an error-bar twin dp_f_ci: the same arguments plus ``level := 0.95`` (a numeric literal),
-#: returning STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE) from one release that costs what dp_f costs
-CI_SUFFIX = "_ci"
-AGGREGATE_FUNCTIONS |= {f"{fn}{CI_SUFFIX}": agg for fn, agg in list(AGGREGATE_FUNCTIONS.items())}
-#: the confidence level of a dp_*_ci call without ``level :=`` (sql/macros.sql says the same)
-DEFAULT_LEVEL = 0.95
-
-_PARAM_NAMES = ("p", "epsilon", "rho", "delta", "lower", "upper", "method", "beta")
-CI_FIELDS = ("value", "lo", "hi")
-
-
-def plain_function(fn: str) -> str:
-    """``dp_mean_ci`` -> ``dp_mean``; a plain name is returned unchanged."""
-    return fn[: -len(CI_SUFFIX)] if fn.endswith(CI_SUFFIX) else fn
-
+#: the aggregates with a native route for method := 'clipped' (sql/native.sql; dpsql.macrogen.NATIVE has their SQL)
+_NATIVE_AGGREGATES = ("sum", "mean", "var")
+#: the parameters the UDFs receive, in order: the list route (_dpsql_agg), the interval UDF (_dpsql_agg_ci), the
+#: native route (_dpsql_fin: those of the native aggregates' functions); dp_count's UDF (_dpsql_count) takes
+#: dp_count's named arguments
+_PARAM_NAMES = call_parameters()
+_CI_PARAM_NAMES = call_parameters(interval=True)
+_FIN_PARAM_NAMES = parameters_of(f for f in PLAIN_FUNCTIONS if f.aggregate in _NATIVE_AGGREGATES)
+_COUNT_PARAM_NAMES = FUNCTIONS["dp_count"].named
+#: what install runs, in order: the hand-written helpers, then the macros generated from the surface
+_SQL_FILES = ("native.sql", "macros.sql")
+#: the parameters that become fields of Params (``method`` selects the Method instead), numbers and strings; the
+#: numbers in the order _params checks them (beta and level first, then Params' field order: a call with
+#: several bad numbers names the one it always named)
+_FIELDS = [n for n in Params.__dataclass_fields__ if n in PARAMETERS and n != "method"]
+_NUMBERS = sorted((n for n in _FIELDS if PARAMETERS[n].sql_type == "DOUBLE"), key=lambda n: n not in ("beta", "level"))
+_STRINGS = [n for n in _FIELDS if PARAMETERS[n].sql_type != "DOUBLE"]
 
 def _constant(arr: pa.Array | pa.ChunkedArray, name: str, fn: str) -> object:
     """The single value of a parameter column (parameters must be constants, not data)."""
@@ -108,23 +114,31 @@ def _batch_from_lists(lst: pa.Array | pa.ChunkedArray):  # noqa: ANN202
     return clean(values, offsets)
 
 
-def _params(agg: str, cols: dict[str, object], fn: str) -> tuple[str | None, Params]:
-    method = cols["method"]
-    if method is not None and not isinstance(method, str):
-        raise ParameterError(f"{fn}: method must be a string literal")
-    beta = _num(cols["beta"], "beta", fn)
-    level = _num(cols.get("level"), "level", fn)
-    params = Params(
-        epsilon=_num(cols["epsilon"], "epsilon", fn),
-        rho=_num(cols["rho"], "rho", fn),
-        delta=_num(cols["delta"], "delta", fn),
-        lower=_num(cols["lower"], "lower", fn),
-        upper=_num(cols["upper"], "upper", fn),
-        p=_num(cols["p"], "p", fn),
-        beta=1.0 / 3.0 if beta is None else beta,
-        level=level,
-    )
-    return method, params
+def _string(v: object, name: str, fn: str) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise ParameterError(f"{fn}: {name} must be a string literal")
+    return v
+
+
+def _params(cols: dict[str, object], fn: str) -> tuple[str | None, Params]:
+    """The method name and the Params of one call, from its parameter values by name (:mod:`dpsql.surface`);
+    a parameter not given (NULL) takes Params' default (``beta`` = 1/3)."""
+    method = _string(cols.get("method"), "method", fn)
+    given = {n: _num(cols.get(n), n, fn) for n in _NUMBERS} | {n: _string(cols.get(n), n, fn) for n in _STRINGS}
+    return method, Params(**{n: v for n, v in given.items() if v is not None})
+
+
+def _udf(fn: Callable, leading: tuple[str, ...], names: tuple[str, ...]) -> Callable:
+    """``fn(*leading, *values)`` declared with one positional parameter per name: DuckDB reads the UDF's arity
+    from its signature, and the surface decides the parameters."""
+    fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in (*leading, *names)])
+    return fn
+
+
+def _types(names: tuple[str, ...]) -> list:
+    """The DuckDB types of the UDF arguments ``names`` (DOUBLE or VARCHAR, from the surface)."""
+    return [duckdb.sqltype(PARAMETERS[n].sql_type) for n in names]
 
 
 def _checked_call(agg, raw: dict, interval: bool = False):  # noqa: ANN001, ANN202
@@ -135,7 +149,7 @@ def _checked_call(agg, raw: dict, interval: bool = False):  # noqa: ANN001, ANN2
     fn = "dp_stddev" if name == "stddev" else f"dp_{name}"
     core_agg = "var" if name == "stddev" else name
     cols = {k: (None if v is None else _constant(v, k, fn)) for k, v in raw.items()}
-    mname, params = _params(core_agg, cols, fn)
+    mname, params = _params(cols, fn)
     if interval and params.level is None:
         params = replace(params, level=DEFAULT_LEVEL)
     m = get_method(core_agg, mname)
@@ -163,21 +177,20 @@ def _release_ci(name: str, value: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
 
 
 def _make_agg(rng_factory):  # noqa: ANN001, ANN202
-    def _dpsql_agg(agg, lst, p, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
-        raw = dict(zip(_PARAM_NAMES, (p, epsilon, rho, delta, lower, upper, method, beta), strict=True))
+    def _dpsql_agg(agg, lst, *values):  # noqa: ANN001, ANN002, ANN202
+        raw = dict(zip(_PARAM_NAMES, values, strict=True))
         name, _, _, m, params = _checked_call(agg, raw)
         batch = _batch_from_lists(lst)
         return _release(name, m.run(batch, budget_of(m, params), params, rng_factory()))
 
-    return _dpsql_agg
+    return _udf(_dpsql_agg, ("agg", "lst"), _PARAM_NAMES)
 
 
 def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
-    def _dpsql_agg_ci(agg, lst, n, p, epsilon, rho, delta, lower, upper, method, beta, level):  # noqa: ANN001, ANN202
+    def _dpsql_agg_ci(agg, lst, n, *values):  # noqa: ANN001, ANN002, ANN202
         """dp_*_ci (sql/macros.sql): ``_dpsql_agg``'s release with its interval.  Counts come as ``n`` (DuckDB's
         count, noised here as in ``_dpsql_count``), every other aggregate as the list ``lst``."""
-        raw = dict(zip((*_PARAM_NAMES, "level"), (p, epsilon, rho, delta, lower, upper, method, beta, level),
-                       strict=True))
+        raw = dict(zip(_CI_PARAM_NAMES, values, strict=True))
         name, fn, _, m, params = _checked_call(agg, raw, interval=True)
         if name == "count":
             value = _noisy_count(fn, m, n, params.epsilon, rng_factory())
@@ -186,22 +199,22 @@ def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
             value, lo, hi = m.interval(_batch_from_lists(lst), budget_of(m, params), params, rng_factory())
         return _release_ci(name, value, lo, hi)
 
-    return _dpsql_agg_ci
+    return _udf(_dpsql_agg_ci, ("agg", "lst", "n"), _CI_PARAM_NAMES)
 
 
 def _make_fin(rng_factory):  # noqa: ANN001, ANN202
-    def _dpsql_fin(agg, n, k1, k2, epsilon, rho, delta, lower, upper, method, beta):  # noqa: ANN001, ANN202
-        """The native route of ``method := 'clipped'`` (sql/macros.sql): DuckDB computed each group's row
-        count and integer fixed-point sums (dpsql.core.clipped.clipped_stats); this adds the noise with the
-        same code as the list route, after the same parameter checks."""
-        raw = dict(zip(_PARAM_NAMES, (None, epsilon, rho, delta, lower, upper, method, beta), strict=True))
+    def _dpsql_fin(agg, n, k1, k2, *values):  # noqa: ANN001, ANN002, ANN202
+        """The native route of ``method := 'clipped'`` (sql/macros.sql, sql/native.sql): DuckDB computed each
+        group's row count and integer fixed-point sums (dpsql.core.clipped.clipped_stats); this adds the noise
+        with the same code as the list route, after the same parameter checks."""
+        raw = dict(zip(_FIN_PARAM_NAMES, values, strict=True))
         name, fn, core_agg, m, params = _checked_call(agg, raw)
         if m.name != "clipped":  # the macro routes here only for method := 'clipped'
             raise ParameterError(f"{fn}: internal routing error")
         n, k1, k2 = (pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64) for a in (n, k1, k2))
         return _release(name, clipped_finish(core_agg, n, k1, k2, budget_of(m, params), params, rng_factory()))
 
-    return _dpsql_fin
+    return _udf(_dpsql_fin, ("agg", "n", "k1", "k2"), _FIN_PARAM_NAMES)
 
 
 def _fixed_point_step(s: pa.Array) -> pa.Array:
@@ -225,16 +238,17 @@ def _noisy_count(fn: str, m, n, epsilon: float, rng: Rng) -> np.ndarray:  # noqa
 
 
 def _make_count(rng_factory):  # noqa: ANN001, ANN202
-    def _dpsql_count(n, epsilon, method):  # noqa: ANN001, ANN202
+    def _dpsql_count(n, *values):  # noqa: ANN001, ANN002, ANN202
         fn = "dp_count"
-        eps = _num(_constant(epsilon, "epsilon", fn), "epsilon", fn)
-        mname = _constant(method, "method", fn)
+        cols = dict(zip(_COUNT_PARAM_NAMES, values, strict=True))
+        eps = _num(_constant(cols["epsilon"], "epsilon", fn), "epsilon", fn)
+        mname = _constant(cols["method"], "method", fn)
         m = get_method("count", mname)
         params = Params(epsilon=eps)
         validate("count", m, params)
         return pa.array(_noisy_count(fn, m, n, params.epsilon, rng_factory()), type=pa.float64())
 
-    return _dpsql_count
+    return _udf(_dpsql_count, ("n",), _COUNT_PARAM_NAMES)
 
 
 def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.DuckDBPyConnection:
@@ -254,7 +268,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     con.create_function(
         "_dpsql_agg",
         _make_agg(factory),
-        [V, duckdb.list_type(D), D, D, D, D, D, D, V, D],
+        [V, duckdb.list_type(D), *_types(_PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",
@@ -264,7 +278,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     con.create_function(
         "_dpsql_agg_ci",
         _make_agg_ci(factory),
-        [V, duckdb.list_type(D), I, D, D, D, D, D, D, V, D, D],
+        [V, duckdb.list_type(D), I, *_types(_CI_PARAM_NAMES)],
         duckdb.struct_type({f: D for f in CI_FIELDS}),
         type="arrow",
         null_handling="special",
@@ -273,7 +287,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     con.create_function(
         "_dpsql_fin",
         _make_fin(factory),
-        [V, I, I, I, D, D, D, D, D, V, D],
+        [V, I, I, I, *_types(_FIN_PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",
@@ -282,7 +296,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     con.create_function(
         "_dpsql_count",
         _make_count(factory),
-        [duckdb.sqltype("BIGINT"), D, V],
+        [I, *_types(_COUNT_PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",
@@ -290,6 +304,7 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     )
     con.create_function("_dpsql_fg", _fixed_point_step, [D], D, type="arrow",
                         side_effects=False)  # constant in, constant out: DuckDB folds the call at bind
-    for stmt in statements("macros.sql"):
-        con.execute(stmt)
+    for name in _SQL_FILES:
+        for stmt in statements(name):
+            con.execute(stmt)
     return con

@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from ..duck import CI_SUFFIX, plain_function
+from ..surface import CI_SUFFIX, plain_function
 from .context import PREFIX, Aggregation, Context, dp_name
 from .groups import _same
 from .totality import total_expression

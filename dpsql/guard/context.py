@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ..duck import AGGREGATE_FUNCTIONS
 from ..errors import PrivacyError
+from ..surface import AGGREGATE_FUNCTIONS
 from .catalog import Catalog, TableInfo
 
 PREFIX = "_dpsql"  # reserved prefix of every identifier the guard generates
 
-#: the SQL aggregates of dpsql.install (sql/macros.sql) -> the core aggregate whose cost they declare
+#: the SQL aggregates of dpsql.install (declared in dpsql.surface) -> the core aggregate whose cost they declare
 #: (with the error-bar twins dp_*_ci, which cost what the plain call costs)
 DP_FUNCTIONS = AGGREGATE_FUNCTIONS
 

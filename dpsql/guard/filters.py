@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..duck import CI_SUFFIX, plain_function
+from ..surface import CI_SUFFIX, plain_function
 from .context import Context, dp_name, refuse
 
 

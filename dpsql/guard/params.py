@@ -1,5 +1,8 @@
 """Pass: dp_* parameters are finite literals (E060); each call's cost comes from the method registry.
 
+Which arguments each dp_* function takes (positional and named, numeric or string, their defaults) is read from
+:mod:`dpsql.surface`, the one declaration the binding's macros are generated from.
+
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog
 >>> call = sqlglot.parse_one("SELECT dp_quantile(x, 0.9, epsilon := 0.25, method := 'em')").expressions[0]
@@ -14,15 +17,10 @@ import math
 
 from sqlglot import exp
 
-from ..duck import CI_SUFFIX, DEFAULT_LEVEL, plain_function
+from ..surface import FUNCTIONS, PARAMETERS, VALUE
 from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
 from .lineage import column_type, is_numeric_type
 
-NUMERIC = ("epsilon", "rho", "delta", "lower", "upper", "beta", "p", "level")
-NAMED = ("epsilon", "rho", "delta", "lower", "upper", "beta", "method")
-POSITIONAL = {"dp_count_star": 0, "dp_quantile": 2}  # others take exactly one value argument
-COUNT_NAMED = ("epsilon", "method")  # dp_count and dp_count_star accept only these (sql/macros.sql)
-CI_NAMED = ("level",)  # and the dp_*_ci twins also this one (it never changes the cost)
 EXACT = decimal.Context(prec=120)
 
 
@@ -47,43 +45,46 @@ def _number(name: str, node: exp.Expression, fn: str) -> tuple[float, str]:
 def parse_call(call: exp.Anonymous) -> tuple[str, dict[str, object], dict[str, str]]:
     """(function, parameter values, literal texts) of one dp_* call; refuses non-literal parameters."""
     fn = dp_name(call)
-    plain = plain_function(fn)  # the rules of dp_f_ci are dp_f's, plus level
-    ci = fn.endswith(CI_SUFFIX)
+    spec = FUNCTIONS[fn]  # dp_f_ci: dp_f's arguments plus level
     params: dict[str, object] = {}
     texts: dict[str, str] = {}
     positional = [a for a in call.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)]
     named = [a for a in call.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
     if call.expressions[: len(positional)] != positional:
         raise refuse("060", f"{fn}: positional arguments must come before named ones")
-    if len(positional) != POSITIONAL.get(plain, 1):
+    if len(positional) != len(spec.positional):
         raise refuse("060", f"{fn}: wrong number of positional arguments")
-    if positional and isinstance(positional[0], exp.Star) and plain != "dp_count":
+    if positional and isinstance(positional[0], exp.Star) and spec.value != "ANY":
         raise refuse("060", f"{fn}: * is only allowed in dp_count")
     if positional and not isinstance(positional[0], exp.Star) and positional[0].find(exp.Star):
         raise refuse("012", f"{fn}: stars are not allowed inside the value argument")
     if positional and isinstance(positional[0], exp.Distinct):
         raise refuse("050", f"{fn}: DISTINCT is not allowed in dp_* aggregates")
-    if plain == "dp_quantile":
-        params["p"], texts["p"] = _number("p", positional[1], fn)
-    if plain == "dp_median":
-        params["p"], texts["p"] = 0.5, "0.5"
-    allowed = (COUNT_NAMED if plain in ("dp_count", "dp_count_star") else NAMED) + (CI_NAMED if ci else ())
+    for name, value in zip(spec.positional, positional, strict=True):  # dp_quantile's p
+        if name != VALUE:
+            params[name], texts[name] = _literal(name, value, fn)
+    for name, value in spec.fixed:  # dp_median: p = 0.5
+        params[name], texts[name] = value, repr(value)
     for arg in named:
         name = str(arg.this.name if isinstance(arg.this, exp.Expression) else arg.this).lower()
-        if name not in allowed:
+        if name not in spec.named:
             raise refuse("060", f"{fn}: unknown parameter {name!r}")
         if name in params:
             raise refuse("060", f"{fn}: parameter {name!r} given twice")
-        value = arg.expression
-        if name == "method":
-            if not (isinstance(value, exp.Literal) and value.is_string):
-                raise refuse("060", f"{fn}: method must be a string literal")
-            params[name] = texts[name] = str(value.this)
-        else:
-            params[name], texts[name] = _number(name, value, fn)
-    if ci and "level" not in params:
-        params["level"] = DEFAULT_LEVEL
+        params[name], texts[name] = _literal(name, arg.expression, fn)
+    for name in spec.named:  # a default that is not NULL (level := 0.95) is what the call uses
+        if name not in params and PARAMETERS[name].default is not None:
+            params[name] = PARAMETERS[name].default
     return fn, params, texts
+
+
+def _literal(name: str, node: exp.Expression, fn: str) -> tuple[object, str]:
+    """(value, text) of the parameter ``name``: a string literal (``method``) or a finite numeric literal."""
+    if PARAMETERS[name].sql_type == "VARCHAR":
+        if not (isinstance(node, exp.Literal) and node.is_string):
+            raise refuse("060", f"{fn}: {name} must be a string literal")
+        return str(node.this), str(node.this)
+    return _number(name, node, fn)
 
 
 def _exact(call: DpCall, accounting: str) -> decimal.Decimal:
@@ -135,7 +136,7 @@ def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: s
     """A dp_* value argument that is a table column of a non-numeric type is refused here with a message
     that says why (issue 14: it used to fail as "the checked query could not be bound by DuckDB").  The
     type comes from the catalog (metadata), so the refusal depends on the text and the schema only."""
-    if plain_function(fn) in ("dp_count", "dp_count_star") or not node.expressions:
+    if FUNCTIONS[fn].value != "NUMERIC" or not node.expressions:
         return
     col = node.expressions[0]
     if not isinstance(col, exp.Column):

@@ -7,11 +7,13 @@
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E002
+
+DuckDB is imported when the pass runs, not with the guard: importing :mod:`dpsql.guard` loads neither DuckDB
+nor Arrow (tests/test_surface.py), and DuckDB's parser is its only use of DuckDB.
 """
 
 from __future__ import annotations
 
-import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -23,6 +25,8 @@ MAX_SQL_LENGTH = 100_000
 
 def _duckdb_types(sql: str) -> list[str]:
     """The statement types DuckDB's parser sees (it only parses; nothing is executed or read)."""
+    import duckdb
+
     con = duckdb.connect(":memory:")
     try:
         return [_type_name(s) for s in con.extract_statements(sql)]
@@ -57,6 +61,8 @@ def _position(message: str) -> str:
 def check_statement(ctx: Context) -> None:
     """Parse ``ctx.sql`` into ``ctx.tree``; refuse parse failures (E001), several statements (E002) and
     anything but a query (E003)."""
+    import duckdb
+
     sql = ctx.sql
     if not isinstance(sql, str) or not sql.strip():
         raise refuse("001", "empty query")

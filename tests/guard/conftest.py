@@ -13,18 +13,23 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from dpsql.surface import FUNCTIONS, signature
+
 sys.path.insert(0, str(Path(__file__).parent))
 
+#: the noise-free statistic of each plain dp_* function; the macros take the signatures of dpsql.surface
 EXACT_MACROS = {
+    "dp_count": "count(x)",
+    "dp_count_star": "count(*)",
     "dp_sum": "sum(x)",
     "dp_mean": "avg(x)",
     "dp_avg": "avg(x)",
     "dp_var": "var_samp(x)",
     "dp_stddev": "stddev_samp(x)",
+    "dp_quantile": "quantile_cont(x, p)",
     "dp_median": "median(x)",
     "dp_iqr": "quantile_cont(x, 0.75) - quantile_cont(x, 0.25)",
 }
-PARAMS = "epsilon := NULL, rho := NULL, delta := NULL, lower := NULL, upper := NULL, method := NULL, beta := NULL"
 
 
 def _ci(body: str) -> str:
@@ -33,20 +38,11 @@ def _ci(body: str) -> str:
 
 
 def exact_binding(con: duckdb.DuckDBPyConnection) -> None:
-    """Noise-free dp_* macros (and their dp_*_ci twins) with the signatures of sql/macros.sql, and a stand-in
-    ``_dpsql_rand()``."""
-    for name, body in EXACT_MACROS.items():
-        con.execute(f"CREATE OR REPLACE MACRO {name}(x, {PARAMS}) AS {body}")
-        con.execute(f"CREATE OR REPLACE MACRO {name}_ci(x, {PARAMS}, level := 0.95) AS {_ci(body)}")
-    con.execute(f"CREATE OR REPLACE MACRO dp_quantile(x, p, {PARAMS}) AS quantile_cont(x, p)")
-    con.execute(f"CREATE OR REPLACE MACRO dp_quantile_ci(x, p, {PARAMS}, level := 0.95) AS "
-                f"{_ci('quantile_cont(x, p)')}")
-    con.execute("CREATE OR REPLACE MACRO dp_count(x, epsilon := NULL, method := NULL) AS count(x)")
-    con.execute("CREATE OR REPLACE MACRO dp_count_star(epsilon := NULL, method := NULL) AS count(*)")
-    con.execute(f"CREATE OR REPLACE MACRO dp_count_ci(x, epsilon := NULL, method := NULL, level := 0.95) AS "
-                f"{_ci('count(x)')}")
-    con.execute(f"CREATE OR REPLACE MACRO dp_count_star_ci(epsilon := NULL, method := NULL, level := 0.95) AS "
-                f"{_ci('count(*)')}")
+    """Noise-free dp_* macros (and their dp_*_ci twins) with the signatures of dpsql.surface (those of
+    sql/macros.sql), and a stand-in ``_dpsql_rand()``."""
+    for fn in FUNCTIONS.values():
+        body = EXACT_MACROS[fn.plain]
+        con.execute(f"CREATE OR REPLACE MACRO {signature(fn)} AS {_ci(body) if fn.interval else body}")
     con.execute("CREATE OR REPLACE MACRO _dpsql_rand() AS (random() * 9e18)::BIGINT")
 
 

@@ -15,6 +15,7 @@ from decimal import ROUND_CEILING, Decimal
 import duckdb
 
 from dpsql.errors import PrivacyError
+from dpsql.surface import FUNCTIONS
 
 
 @dataclass
@@ -27,7 +28,8 @@ class FakePlan:
 
 
 _EPS = re.compile(r"epsilon\s*:=\s*([0-9.eE+-]+)")
-_DP = re.compile(r"\bdp_(count|sum|mean|median)\s*\(", re.I)
+#: a call of any dp_* function of the surface (longest names first); group 1 is the name without dp_
+_DP = re.compile(r"\bdp_(" + "|".join(sorted((n[3:] for n in FUNCTIONS), key=len, reverse=True)) + r")\s*\(", re.I)
 _FROM = re.compile(r"\bfrom\s+([A-Za-z_][A-Za-z0-9_]*)", re.I)
 
 
