@@ -411,7 +411,7 @@ ANYELEMENT, RECORD, TRIGGER, VOID = 2283, 2249, 2279, 2278
 PSEUDO_TYPES = {ANYELEMENT: "anyelement", RECORD: "record", TRIGGER: "trigger", VOID: "void", 2276: "any"}
 _FORMAT.update(PSEUDO_TYPES)
 FIRST_PROC_OID = 90000  # pg_proc oids of the dp_* functions (tables take FIRST_TABLE_OID + 2i)
-_PROC_ARG_TYPES = {"method": t.TEXT}  # any other named argument is a number (epsilon, p, lower, level ...)
+_PROC_ARG_TYPES = {"DOUBLE": t.FLOAT8, "VARCHAR": t.TEXT}  # a dp_* parameter's type (dpsql.surface) as pg_proc's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -437,31 +437,27 @@ class DpFunction:
 
 @functools.lru_cache(maxsize=1)
 def dp_functions() -> tuple[DpFunction, ...]:
-    """The dp_* aggregates: names from ``dpsql.duck.AGGREGATE_FUNCTIONS`` (the single source), argument names
-    and defaults from the macros in sql/macros.sql (a name missing there is listed with one argument x)."""
-    from ..duck import AGGREGATE_FUNCTIONS, CI_SUFFIX, DEFAULT_LEVEL, plain_function
+    """The dp_* aggregates with their arguments, types and defaults, from :mod:`dpsql.surface` (the one
+    declaration, which sql/macros.sql is generated from); ``source`` is each one's macro in sql/macros.sql."""
     from ..sqltext import read_sql
+    from ..surface import CI_SUFFIX, DEFAULT_LEVEL, FUNCTIONS, PARAMETERS, VALUE, plain_function
 
     try:
         text = read_sql("macros.sql")
     except OSError:
         text = ""
-    signatures = {m.group(1).lower(): m.group(2) for m in
-                  re.finditer(r"MACRO\s+(dp_\w+)\s*\(([^)]*)\)\s+AS\b", text, re.I)}
     sources = {m.group(1).lower(): m.group(0).strip() for m in
                re.finditer(r"^CREATE[^;]*?MACRO\s+(dp_\w+)\s*\(.*?;$", text, re.I | re.M | re.S)}
     out = []
-    for name in sorted(AGGREGATE_FUNCTIONS):
+    for name in sorted(FUNCTIONS):
+        fn = FUNCTIONS[name]
         plain = plain_function(name)
         args = []
-        for part in signatures.get(name, "x").split(","):
-            arg, _, default = (s.strip() for s in part.partition(":="))
-            if not arg:
-                continue
-            oid = ANYELEMENT if arg == "x" and plain == "dp_count" else _PROC_ARG_TYPES.get(arg, t.FLOAT8)
-            if default.upper() == "NULL":
-                default = f"NULL::{_FORMAT[oid]}"
-            args.append((arg, oid, default or None))
+        for arg in fn.positional:  # dp_count counts a value of any type; the rest read numbers, p is a number
+            args.append((arg, ANYELEMENT if arg == VALUE and fn.value == "ANY" else t.FLOAT8, None))
+        for arg in fn.named:
+            oid, default = _PROC_ARG_TYPES[PARAMETERS[arg].sql_type], PARAMETERS[arg].default
+            args.append((arg, oid, f"NULL::{_FORMAT[oid]}" if default is None else repr(default)))
         what = {"dp_count_star": "row count"}.get(plain, plain.removeprefix("dp_").replace("_", " "))
         if name.endswith(CI_SUFFIX):
             desc = (f"dpsql: differentially private {what} with its {DEFAULT_LEVEL:.0%} interval (level :=), "
