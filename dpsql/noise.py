@@ -37,6 +37,12 @@ __all__ = [
     "discrete_laplace",
     "discrete_gaussian",
     "gumbel",
+    "normal",
+    "laplace_log_normal",
+    "uniform_log_normal",
+    "arsinh_normal",
+    "student_t3",
+    "failures_before_success",
     "segment_argmax",
     "exponential_mechanism",
 ]
@@ -358,6 +364,50 @@ def discrete_gaussian(sigma: np.ndarray | float, rng: Rng, n: int | None = None)
 def gumbel(n: int, rng: Rng) -> np.ndarray:
     """Standard Gumbel variates ``-log(E)``, ``E ~ Exp(1)`` (tail-exact exponential)."""
     return -np.log(rng.exponential(n))
+
+
+def normal(n: int, rng: Rng) -> np.ndarray:
+    """Standard normals by Box-Muller with a tail-exact radius ``sqrt(2E)`` (``E`` from :meth:`Rng.exponential`)."""
+    return np.sqrt(2.0 * rng.exponential(n)) * np.cos(2.0 * math.pi * rng.uniform(n))
+
+
+# Continuous noise shapes of the smooth-sensitivity mechanism (Bun & Steinke 2019; dpsql.core.smooth calibrates
+# them and snaps the release to a grid).  ``sigma`` is each draw's shape parameter; one draw per entry.
+
+
+def laplace_log_normal(sigma: np.ndarray, rng: Rng) -> np.ndarray:
+    """Laplace log-normal ``L exp(sigma N)``: ``L`` standard Laplace (an exponential with a random sign)."""
+    n = sigma.size
+    lap = rng.exponential(n) * np.where(rng.uniform(n) <= 0.5, -1.0, 1.0)
+    return lap * np.exp(sigma * normal(n, rng))
+
+
+def uniform_log_normal(sigma: np.ndarray, rng: Rng) -> np.ndarray:
+    """Uniform log-normal ``U exp(sigma N)``, ``U`` uniform on [-1, 1]."""
+    n = sigma.size
+    return (2.0 * rng.uniform(n) - 1.0) * np.exp(sigma * normal(n, rng))
+
+
+def arsinh_normal(n: int, rng: Rng) -> np.ndarray:
+    """Arsinh-normal ``sinh(N)``."""
+    return np.sinh(normal(n, rng))
+
+
+def student_t3(n: int, rng: Rng) -> np.ndarray:
+    """Student's t with 3 degrees of freedom: ``N / sqrt(chi2_3 / 3)``, ``chi2_3 = 2E + N**2``."""
+    chi2 = 2.0 * rng.exponential(n) + normal(n, rng) ** 2  # chi-square with 3 dof
+    return normal(n, rng) / np.sqrt(np.maximum(chi2, 1e-300) / 3.0)
+
+
+def failures_before_success(p: np.ndarray, rng: Rng) -> np.ndarray:
+    """Bernoulli(p) trials: the number of failures before the first success, one per entry of ``p`` (float64;
+    +inf when p = 0), in one step by inversion: ``floor(E / -log(1 - p))`` with ``E`` tail-exact Exp(1), so
+    ``P(J >= j) = (1 - p)**j``."""
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        lam = -np.log1p(-p)  # +inf when p == 1, 0 when p underflows
+        j = np.floor(rng.exponential(p.size).reshape(p.shape) / lam)
+    return np.where(np.isnan(j), np.inf, j)
 
 
 def segment_argmax(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:

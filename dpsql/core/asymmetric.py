@@ -59,14 +59,15 @@ import math
 
 import numpy as np
 
-from ..noise import Rng
+from ..noise import Rng, failures_before_success
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
 from .helpers import bounded
 from .intervals import dlap_quantile
 from .primitives import WIDE, need_wide, noisy_count, per_row, pow2_floor
 from .ranges import mean_range
-from .registry import Method, Params, register
+from .registry import Method, Params
+from .spending import charge_pure
 
 __all__ = [
     "BETA",
@@ -166,6 +167,7 @@ def asm_scan(
     rng: Rng,
     log_beta: np.ndarray,
     shift: float = 0.0,
+    monotone: bool = False,
 ) -> np.ndarray:
     """AboveThreshold with exponential noise over the grid, for every group at once; returns t.
     ``shift`` (public) moves the threshold: ``-d`` makes the scan fire about d rows' worth below f (an
@@ -176,8 +178,8 @@ def asm_scan(
     query is ``K + 1/2`` there), ``log_cap[g]``: candidates above it are impossible values of f for any
     dataset (query ``+inf``; ``+inf`` when there is no such cap).  Threshold noise Expo(1/eps1), query
     noise Expo(1/eps2), sensitivity 1: (eps1 + 2 eps2)-DP, or (eps1 + eps2)-DP when the queries are
-    monotone (Durfee 2023, Prop. 2.5 of the paper).  A run that never crosses returns the last grid
-    point (data-independent).
+    monotone (Durfee 2023, Prop. 2.5 of the paper; the caller says so with ``monotone``, and is charged
+    accordingly).  A run that never crosses returns the last grid point (data-independent).
     """
     G = log_f.size
     log_beta = np.broadcast_to(np.asarray(log_beta, dtype=np.float64), (G,))
@@ -195,13 +197,12 @@ def asm_scan(
     s = np.concatenate(
         [-(np.arange(C + 1, 0, -1) - 0.5), np.arange(1, K + 2) - 0.5, [np.inf]]
     )  # runs: l = C+1..1 below f, 1..K+1 above, +inf above the cap
+    charge_pure(eps1 + (1.0 if monotone else 2.0) * eps2, "asymmetric sensitivity scan" + " (monotone)" * monotone)
     thr = rng.exponential(G) / eps1 + shift
     gap = np.maximum(thr[:, None] - s[None, :], 0.0)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        p = np.exp(-eps2 * gap)
-        lam = -np.log1p(-p)  # +inf when p == 1, 0 when p underflows
-        j = np.floor(rng.exponential(start.size).reshape(start.shape) / lam)
-    j = np.where(np.isnan(j), np.inf, j)
+    with np.errstate(under="ignore"):
+        p = np.exp(-eps2 * gap)  # each candidate of a run crosses with probability p
+    j = failures_before_success(p, rng)  # the first crossing inside each run (+inf: none)
     fire = j < length
     first = np.argmax(fire, axis=1)
     any_fire = fire[np.arange(G), first]
@@ -629,7 +630,7 @@ def _asm_sum(s: Batch, a: np.ndarray, upper: float | None, eps: float, n: np.nda
         with np.errstate(divide="ignore", over="ignore"):
             f = np.exp(log_f)
             log_U = np.log(f[:, None] + np.arange(1, C + 1)[None, :] * B[:, None])
-    return asm_scan(log_f, log_L, log_U, np.full(G, np.inf), eps1, eps2, rng, lb)
+    return asm_scan(log_f, log_L, log_U, np.full(G, np.inf), eps1, eps2, rng, lb, monotone=True)
 
 
 def _clamped_above(s: Batch, a: np.ndarray) -> Batch:
@@ -703,7 +704,9 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 
 _SRC = "seed 002 (Durfee), add/remove form"
-register(Method("var", "asymmetric", "pure", run_var, "asymmetric sensitivity mechanism, scale-free grid", source=_SRC,
-                interval=interval_var))
-register(Method("mean", "asymmetric", "pure", run_mean, "ASM on the sum of x - lower, / noisy count", source=_SRC))
-register(Method("sum", "asymmetric", "pure", run_sum, "ASM on the sum of x - lower, + lower * count", source=_SRC))
+METHODS = (
+    Method("var", "asymmetric", "pure", run_var, "asymmetric sensitivity mechanism, scale-free grid", source=_SRC,
+           interval=interval_var),
+    Method("mean", "asymmetric", "pure", run_mean, "ASM on the sum of x - lower, / noisy count", source=_SRC),
+    Method("sum", "asymmetric", "pure", run_sum, "ASM on the sum of x - lower, + lower * count", source=_SRC),
+)

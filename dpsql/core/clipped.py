@@ -25,7 +25,7 @@ from .batch import Batch
 from .helpers import B_MIN
 from .primitives import fixed_point_sum, noisy_count_of, pow2_floor, release_fixed_sum
 from .ranges import private_quantile_in
-from .registry import Method, ParameterError, Params, register
+from .registry import Method, ParameterError, Params
 
 __all__ = ["run_sum", "run_mean", "run_var", "run_quantile", "run_iqr", "SPLIT_MEAN", "SPLIT_VAR", "GRID_BITS"]
 
@@ -165,13 +165,15 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 
 _SRC = "baseline: clamp to user bounds + Laplace / exponential mechanism"
-for _agg, _fn, _summary in (
-    ("sum", run_sum, "clamp to [lower, upper], discrete Laplace on the sum"),
-    ("mean", run_mean, "clamp, centred noisy sum / noisy count"),
-    ("var", run_var, "clamp, noisy count + sum + sum of squares"),
-    ("quantile", run_quantile, "exponential mechanism on the grid of [lower, upper]"),
-    ("iqr", run_iqr, "two exponential mechanisms on the grid of [lower, upper]"),
-):
-    register(Method(_agg, "clipped", "pure", _fn, _summary, requires_bounds=True, source=_SRC,
-                    check=None if _agg in ("quantile", "iqr") else
-                    lambda p, a=_agg: None if p.lower is None or p.upper is None else sensitivities(a, p)))
+METHODS = tuple(
+    Method(agg, "clipped", "pure", fn, summary, requires_bounds=True, source=_SRC,
+           check=None if agg in ("quantile", "iqr") else
+           lambda p, a=agg: None if p.lower is None or p.upper is None else sensitivities(a, p))
+    for agg, fn, summary in (
+        ("sum", run_sum, "clamp to [lower, upper], discrete Laplace on the sum"),
+        ("mean", run_mean, "clamp, centred noisy sum / noisy count"),
+        ("var", run_var, "clamp, noisy count + sum + sum of squares"),
+        ("quantile", run_quantile, "exponential mechanism on the grid of [lower, upper]"),
+        ("iqr", run_iqr, "two exponential mechanisms on the grid of [lower, upper]"),
+    )
+)

@@ -1,11 +1,26 @@
-"""Import every estimator family so that each registers its methods (see :mod:`.registry`)."""
+"""The method table: every estimator family's exported ``METHODS``, in one place (issue 16).
 
-from . import (
-    asymmetric,  # noqa: F401  seed 002
-    clipped,  # noqa: F401  plain clipped baseline with user bounds
-    instance,  # noqa: F401  seed 004
-    scalefree,  # noqa: F401  accuracy study R1 (float-code quantiles)
-    smooth,  # noqa: F401  seed 001
-    subset,  # noqa: F401  seed 000
-    universal,  # noqa: F401  seed 003 (defaults), count, sum
+A family module declares its methods as data (a ``METHODS`` tuple of :class:`~dpsql.core.registry.Method`) and
+registers nothing when imported.  :mod:`dpsql.core` hands :data:`METHODS` to the registry (on first use, so that
+``import dpsql`` does not load the families), and the registry never imports the families that import it.
+"""
+
+from __future__ import annotations
+
+from . import asymmetric, clipped, instance, scalefree, smooth, subset, universal
+from .registry import Method
+
+__all__ = ["FAMILIES", "METHODS"]
+
+#: the families, in the order their methods are listed (:func:`~dpsql.core.registry.methods`)
+FAMILIES = (
+    universal,  # seed 003 (bound-free), and the count
+    asymmetric,  # seed 002
+    clipped,  # plain clipped baseline with user bounds
+    instance,  # seed 004
+    scalefree,  # accuracy study R1/R2 (the defaults of sum, mean, quantile, iqr)
+    smooth,  # seed 001
+    subset,  # seed 000
 )
+
+METHODS: tuple[Method, ...] = tuple(m for family in FAMILIES for m in family.METHODS)

@@ -62,7 +62,8 @@ from .accounting import Privacy
 from .batch import DOMAIN, Batch
 from .helpers import bounded
 from .primitives import noisy_count, pow2_floor, release_sum
-from .registry import Method, Params, register
+from .registry import Method, Params
+from .spending import charge_pure, charge_zcdp
 
 __all__ = [
     "float_codes",
@@ -158,8 +159,10 @@ def _noisy_at_least(q: np.ndarray, s: float, T: int, noise: _Noise, rng: Rng) ->
     h = s / KG
     n = q.size
     if noise.notion == "pure":
+        charge_pure(noise.budget / T, "PrivQuant comparison")
         z = discrete_laplace((KG + 1.0) * T / noise.budget, rng, n)
     else:
+        charge_zcdp(noise.budget / T, "PrivQuant comparison (discrete Gaussian)")
         z = discrete_gaussian((KG + 1.0) * math.sqrt(T / (2.0 * noise.budget)), rng, n)
     return z.astype(np.float64) >= -(q / h)
 
@@ -301,6 +304,7 @@ def _release_sum_gauss(values: np.ndarray, offsets: np.ndarray, sensitivity: np.
     np.cumsum(k, out=csum[1:])
     sums = csum[offsets[1:]] - csum[offsets[:-1]]
     steps = np.ceil(sens / gamma + 0.5)
+    charge_zcdp(rho, "sum (discrete Gaussian)")
     noise = discrete_gaussian(steps / math.sqrt(2.0 * rho), rng)
     return (sums + noise).astype(np.float64) * gamma
 
@@ -309,6 +313,7 @@ def _count(batch: Batch, notion: str, budget: float, rng: Rng) -> np.ndarray:
     """n + discrete Laplace(1/eps) or + N_Z(0, 1/(2 rho)): sensitivity 1 under add/remove."""
     if notion == "pure":
         return noisy_count(batch, budget, rng)
+    charge_zcdp(budget, "count (discrete Gaussian)")
     return (batch.sizes + discrete_gaussian(1.0 / math.sqrt(2.0 * budget), rng, batch.groups)).astype(np.float64)
 
 
@@ -454,15 +459,17 @@ def run_privquant_gauss(batch: Batch, budget: Privacy, params: Params, rng: Rng)
 
 
 _SRC = "seed 004 (Huang, Liang & Yi), add/remove form"
-register(Method("mean", "clipped_rank", "pure", run_clipped_rank,
-                "CM: clip |x| at a PrivQuant radius with the optimal rank; Laplace", source=_SRC + ", Thm 2"))
-register(Method("mean", "clipped_rank_gauss", "zcdp", run_clipped_rank_gauss,
-                "CM: clip |x| at a PrivQuant radius with the optimal rank; Gaussian", source=_SRC + ", Thm 2"))
-register(Method("mean", "shifted_cm", "pure", run_shifted_cm,
-                "Shifted-CM: private median, then CM around it; Laplace", source=_SRC + ", Thm 3"))
-register(Method("mean", "shifted_cm_gauss", "zcdp", run_shifted_cm_gauss,
-                "Shifted-CM: private median, then CM around it; Gaussian", source=_SRC + ", Thm 3"))
-register(Method("quantile", "privquant", "pure", run_privquant,
-                "PrivQuant noisy binary search over float64 codes; Laplace", source=_SRC + ", Alg 1"))
-register(Method("quantile", "privquant_gauss", "zcdp", run_privquant_gauss,
-                "PrivQuant noisy binary search over float64 codes; Gaussian", source=_SRC + ", Alg 1"))
+METHODS = (
+    Method("mean", "clipped_rank", "pure", run_clipped_rank,
+           "CM: clip |x| at a PrivQuant radius with the optimal rank; Laplace", source=_SRC + ", Thm 2"),
+    Method("mean", "clipped_rank_gauss", "zcdp", run_clipped_rank_gauss,
+           "CM: clip |x| at a PrivQuant radius with the optimal rank; Gaussian", source=_SRC + ", Thm 2"),
+    Method("mean", "shifted_cm", "pure", run_shifted_cm,
+           "Shifted-CM: private median, then CM around it; Laplace", source=_SRC + ", Thm 3"),
+    Method("mean", "shifted_cm_gauss", "zcdp", run_shifted_cm_gauss,
+           "Shifted-CM: private median, then CM around it; Gaussian", source=_SRC + ", Thm 3"),
+    Method("quantile", "privquant", "pure", run_privquant,
+           "PrivQuant noisy binary search over float64 codes; Laplace", source=_SRC + ", Alg 1"),
+    Method("quantile", "privquant_gauss", "zcdp", run_privquant_gauss,
+           "PrivQuant noisy binary search over float64 codes; Gaussian", source=_SRC + ", Alg 1"),
+)

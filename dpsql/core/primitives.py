@@ -13,6 +13,7 @@ import numpy as np
 
 from ..noise import Rng, discrete_laplace, exponential_mechanism
 from .batch import Batch
+from .spending import charge_pure
 
 __all__ = [
     "ceil_log2",
@@ -114,6 +115,7 @@ def svt_scan(
     threshold's shift covers the queries' shift in one direction only, so the query noise needs half
     the scale).
     """
+    charge_pure(epsilon, "svt" + (" (monotone)" if monotone else ""))
     thr = np.broadcast_to(np.asarray(threshold, dtype=np.int64), (groups,))
     t_noisy = thr + discrete_laplace(2.0 * sensitivity / epsilon, rng, groups)
     result = np.full(groups, max_queries, dtype=np.int64)
@@ -142,6 +144,7 @@ def noisy_count(batch: Batch, epsilon: float, rng: Rng) -> np.ndarray:
 def noisy_count_of(n: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
     """:func:`noisy_count` from the group sizes ``n`` (int64)."""
     n = np.asarray(n, dtype=np.int64)
+    charge_pure(epsilon, "count")
     return (n + discrete_laplace(1.0 / epsilon, rng, n.size)).astype(np.float64)
 
 
@@ -195,6 +198,7 @@ def release_fixed_sum(sums: np.ndarray, sensitivity: np.ndarray, epsilon: float,
     exact integer sums (eps-DP when each row moves its group's sum by at most ``sens / gamma + 1/2``)."""
     sens, gamma = fixed_point_grid(sensitivity)
     steps = np.ceil(sens / gamma + 0.5)
+    charge_pure(epsilon, "sum")
     noise = discrete_laplace(steps / epsilon, rng)
     with np.errstate(over="ignore"):  # +-inf past float64: post-processing of the released integer
         return (np.asarray(sums, dtype=np.int64) + noise).astype(np.float64) * gamma
@@ -298,6 +302,7 @@ def quantile_em(
     lw[gap_pos] = lw_gap
     lw[gap_pos + 1] = lw_pt
     lw[cand_off[1:] - 1] = lw_tail
+    charge_pure(epsilon, "exponential mechanism")
     pick = exponential_mechanism(lw, cand_off, rng)
     local = pick - cand_off[:-1]
     j = run_first[:-1] + local // 2
@@ -469,6 +474,7 @@ def rank_em(
     epsilon: float,
     rng: Rng,
     reach: int | None = None,
+    sensitivity: float = 1.0,
 ) -> np.ndarray:
     """Exponential mechanism over each group's integers ``0..K[g]`` for a rank target, sampled exactly
     while looking only at the data near the target.
@@ -481,7 +487,9 @@ def rank_em(
 
     and ``P(y) ~ exp(-eps l(y) / 2)``.  Privacy is that of the mechanism, not of this sampler: each count
     moves by 0 or 1 when a row is added or removed, ``t`` must move by a value in [0, 1] in the same
-    direction, so l has sensitivity 1 and the release is eps-DP.
+    direction, so l has sensitivity 1 and the release is eps-DP.  A caller whose target moves by up to
+    ``sensitivity`` (e.g. ``p n`` unclamped: max(p, 1 - p)) passes ``eps / sensitivity`` and says so: the
+    release is then eps-DP, and that is what it is charged (:mod:`~dpsql.core.spending`).
 
     Sampling (exact, not an approximation).  Let ``W`` be the reach (default
     ``ceil(2 (ln(K + 2) + TAIL_BITS ln 2) / eps) + 2`` ranks), ``a`` the code of rank ``floor(t) - W`` and
@@ -506,6 +514,7 @@ def rank_em(
     sizes = stop - start
     t = np.broadcast_to(np.asarray(target, dtype=np.float64), (G,))
     w = int(window)
+    charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
     half = epsilon / 2.0
     if reach is None:
         W = np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2

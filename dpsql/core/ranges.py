@@ -30,6 +30,7 @@ from .primitives import (
     seg_count_lt,
     svt_scan,
 )
+from .spending import charge_pure, subsampled
 
 __all__ = [
     "K_UP",
@@ -129,6 +130,8 @@ def iqr_lower_bound(
     if need.size:
         j = svt_scan(lambda act, ks: down(need[act], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
         out[need] = np.ldexp(1.0, -j.astype(np.int64))
+    else:  # spent all the same: on a neighbouring dataset the downward scan may run
+        charge_pure(epsilon / 2.0, "svt (downward scan, not needed here)")
     return np.clip(out, B_MIN, B_MAX)
 
 
@@ -242,5 +245,6 @@ def mean_range(
     if eta >= 1.0:
         batch.presort()  # the range reads every row, sorted: sort while the matching is drawn
     b = iqr_lower_bound(batch, eps_bound, rng)
-    sub = subsample(batch, eta, rng)
-    return infinite_range(sub, b, amplified(eps_range, eta), rng, beta)
+    with subsampled(eta, "range"):
+        sub = subsample(batch, eta, rng)
+        return infinite_range(sub, b, amplified(eps_range, eta), rng, beta)

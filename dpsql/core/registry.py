@@ -23,7 +23,7 @@ __all__ = [
     "Method",
     "Params",
     "ParameterError",
-    "register",
+    "install",
     "get_method",
     "methods",
     "default_method",
@@ -97,7 +97,10 @@ class Method:
     interval: IntervalFn | None = None
 
 
-_REGISTRY: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
+#: where the methods come from: set once by :mod:`dpsql.core` to a function returning
+#: :data:`dpsql.core.estimators.METHODS` (the families import this module, so it never imports them)
+_source: Callable[[], tuple[Method, ...]] | None = None
+_TABLE: dict[str, dict[str, Method]] | None = None
 
 
 #: the default method per aggregate, chosen by issue 12's panel (benchmarks/panel.py: geometric mean and worst cell
@@ -112,39 +115,46 @@ DEFAULTS: dict[str, str] = {
 }
 
 
-def register(method: Method) -> Method:
-    """Add a method; the defaults are fixed by :data:`DEFAULTS`, not by import order."""
-    if method.aggregate not in _REGISTRY:
-        raise ValueError(f"unknown aggregate {method.aggregate!r}")
-    _REGISTRY[method.aggregate][method.name] = method
-    return method
+def install(source: Callable[[], tuple[Method, ...]]) -> None:
+    """Say where the method table comes from (called once, by :mod:`dpsql.core`); it is read on first use."""
+    global _source, _TABLE
+    _source, _TABLE = source, None
 
 
-def _load() -> None:
-    # import the estimator families so they register themselves
-    from . import estimators  # noqa: F401
+def _table() -> dict[str, dict[str, Method]]:
+    """The methods by aggregate and name, built once from the installed source (each family's ``METHODS``, in
+    the order of :data:`dpsql.core.estimators.FAMILIES`); the defaults are :data:`DEFAULTS`."""
+    global _TABLE
+    if _TABLE is None:
+        table: dict[str, dict[str, Method]] = {a: {} for a in AGGREGATES}
+        for m in _source():
+            if m.aggregate not in table:
+                raise ValueError(f"unknown aggregate {m.aggregate!r}")
+            if m.name in table[m.aggregate]:
+                raise ValueError(f"two methods {m.name!r} for {m.aggregate!r}")
+            table[m.aggregate][m.name] = m
+        _TABLE = table
+    return _TABLE
 
 
 def methods(aggregate: str) -> dict[str, Method]:
-    _load()
-    return dict(_REGISTRY[aggregate])
+    return dict(_table()[aggregate])
 
 
 def default_method(aggregate: str) -> str:
-    _load()
     return DEFAULTS[aggregate]
 
 
 def get_method(aggregate: str, name: str | None) -> Method:
-    _load()
-    if aggregate not in _REGISTRY:
+    table = _table()
+    if aggregate not in table:
         raise ParameterError(f"unknown aggregate {aggregate!r}")
     if name is None or name == "" or name == "default":
         name = DEFAULTS[aggregate]
     try:
-        return _REGISTRY[aggregate][name]
+        return table[aggregate][name]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY[aggregate]))
+        known = ", ".join(sorted(table[aggregate]))
         raise ParameterError(f"dp_{aggregate}: method: unknown method {name!r} (known: {known})") from None
 
 
@@ -186,7 +196,7 @@ def validate(aggregate: str, method: Method, params: Params) -> None:
         if not (_finite(params.level) and MIN_LEVEL <= params.level <= MAX_LEVEL):
             raise ParameterError(f"{fn}: level must be a finite number in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
         if method.interval is None:
-            with_ci = ", ".join(f"dp_{a}" for a in AGGREGATES if (m := _REGISTRY[a].get(DEFAULTS[a])) and m.interval)
+            with_ci = ", ".join(f"dp_{a}" for a in AGGREGATES if (m := _table()[a].get(DEFAULTS[a])) and m.interval)
             raise ParameterError(f"{fn}: method {method.name!r} has no interval (the defaults of {with_ci} have one)")
     if method.check is not None:
         method.check(params)

@@ -54,7 +54,7 @@ from .helpers import intersect as _intersect
 from .intervals import EM_SLACK, dlap_quantile, ratio_interval
 from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_floor, rank_em, release_sum
 from .ranges import iqr_lower_bound, radius
-from .registry import Method, Params, register
+from .registry import Method, Params
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
 
@@ -212,7 +212,7 @@ def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np
     ``edge``: see :func:`decode`."""
     codes = FloatCodes(s.values, s.offsets, e, c, decay)
     target = p * s.sizes.astype(np.float64) + shift
-    k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng)
+    k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng, sensitivity=max(p, 1.0 - p))
     return decode(k, e, c, decay, edge)
 
 
@@ -579,11 +579,13 @@ def interval_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng
 
 
 _SRC = "accuracy study R1: seed 003's exponential mechanism on scale-free float codes"
-register(Method("quantile", "scalefree", "pure", run_quantile, "one EM over float codes, no range step", source=_SRC,
-                interval=interval_quantile))
-register(Method("iqr", "scalefree", "pure", run_iqr, "two EMs over float codes, no range step", source=_SRC,
-                interval=interval_iqr))
-register(Method("mean", "scalefree", "pure", run_mean, "median centre + monotone radius; median when n eps < 300",
-                source="accuracy study R2", interval=interval_mean))
-register(Method("sum", "scalefree", "pure", run_sum, "median centre + monotone radius; n x median when n eps < 300",
-                source="accuracy study R2", interval=interval_sum))
+METHODS = (
+    Method("quantile", "scalefree", "pure", run_quantile, "one EM over float codes, no range step", source=_SRC,
+           interval=interval_quantile),
+    Method("iqr", "scalefree", "pure", run_iqr, "two EMs over float codes, no range step", source=_SRC,
+           interval=interval_iqr),
+    Method("mean", "scalefree", "pure", run_mean, "median centre + monotone radius; median when n eps < 300",
+           source="accuracy study R2", interval=interval_mean),
+    Method("sum", "scalefree", "pure", run_sum, "median centre + monotone radius; n x median when n eps < 300",
+           source="accuracy study R2", interval=interval_sum),
+)

@@ -45,8 +45,8 @@ differences.  The release is ``primitives.snap`` on a grid of RELEASE_CODES code
 the float division adds < 2**-14 codes, so the rounded value has local sensitivity <= S + 2 grid,
 and S + const is still t-smooth; the output is post-processing (rounding) of the ideal continuous
 mechanism on the rounded value, so its support is the grid whatever the data.  This also keeps S > 0
-(the digest's underflow leak cannot occur).  Continuous variates come from ``rng.uniform`` /
-``rng.exponential`` (tail-exact exponentials; normals by Box-Muller with R = sqrt(2E)).
+(the digest's underflow leak cannot occur).  The continuous noise shapes are sampled in :mod:`dpsql.noise`
+(tail-exact exponentials; normals by Box-Muller with R = sqrt(2E)).
 
 Parameters (never hard-coded).  The paper numerically optimises t per (n, eps, m) and sweeps m on the
 true data distribution; we minimise the same objective, trimming variance + E[S^2] Var[Z]/s^2, on a
@@ -75,13 +75,22 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..noise import Rng, discrete_gaussian, discrete_laplace
+from ..noise import (
+    Rng,
+    arsinh_normal,
+    discrete_gaussian,
+    discrete_laplace,
+    laplace_log_normal,
+    student_t3,
+    uniform_log_normal,
+)
 from .accounting import Privacy
 from .batch import Batch
 from .helpers import amplified, bounded, intersect, subsample
 from .primitives import pow2_floor, snap
 from .ranges import infinite_range, iqr_lower_bound
-from .registry import Method, Params, register
+from .registry import Method, Params
+from .spending import charge_pure, charge_zcdp, subsampled
 
 __all__ = [
     "NoiseFamily",
@@ -195,32 +204,6 @@ def student_calibrate(
     return np.where(ok, s, 0.0), np.full_like(s, float(d)), v
 
 
-def _normal(rng: Rng, n: int) -> np.ndarray:
-    """Standard normals by Box-Muller with a tail-exact radius sqrt(2E)."""
-    return np.sqrt(2.0 * rng.exponential(n)) * np.cos(2.0 * math.pi * rng.uniform(n))
-
-
-def _sample_lln(shape: np.ndarray, rng: Rng) -> np.ndarray:
-    n = shape.size
-    lap = rng.exponential(n) * np.where(rng.uniform(n) <= 0.5, -1.0, 1.0)
-    return lap * np.exp(shape * _normal(rng, n))
-
-
-def _sample_uln(shape: np.ndarray, rng: Rng) -> np.ndarray:
-    n = shape.size
-    return (2.0 * rng.uniform(n) - 1.0) * np.exp(shape * _normal(rng, n))
-
-
-def _sample_arsinh(shape: np.ndarray, rng: Rng) -> np.ndarray:
-    return np.sinh(_normal(rng, shape.size))
-
-
-def _sample_student3(shape: np.ndarray, rng: Rng) -> np.ndarray:
-    n = shape.size
-    chi2 = 2.0 * rng.exponential(n) + _normal(rng, n) ** 2  # chi-square with 3 dof
-    return _normal(rng, n) / np.sqrt(np.maximum(chi2, 1e-300) / 3.0)
-
-
 @dataclass(frozen=True)
 class NoiseFamily:
     """A noise shape with its calibration ``(eps, t) -> (s, shape, V = Var[Z]/s^2)`` and sampler."""
@@ -232,10 +215,10 @@ class NoiseFamily:
 
 
 FAMILIES = {
-    "lln": NoiseFamily("lln", "zcdp", lln_calibrate, _sample_lln),
-    "uln": NoiseFamily("uln", "zcdp", uln_calibrate, _sample_uln),
-    "arsinh": NoiseFamily("arsinh", "zcdp", arsinh_calibrate, _sample_arsinh),
-    "t": NoiseFamily("t", "pure", student_calibrate, _sample_student3),
+    "lln": NoiseFamily("lln", "zcdp", lln_calibrate, laplace_log_normal),
+    "uln": NoiseFamily("uln", "zcdp", uln_calibrate, uniform_log_normal),
+    "arsinh": NoiseFamily("arsinh", "zcdp", arsinh_calibrate, lambda shape, rng: arsinh_normal(shape.size, rng)),
+    "t": NoiseFamily("t", "pure", student_calibrate, lambda shape, rng: student_t3(shape.size, rng)),
 }
 
 # --------------------------------------------------------------------------- smooth sensitivity
@@ -547,6 +530,10 @@ def trimmed_release(
     eps-DP (Student's t) for add/remove neighbours (module docstring).
     """
     p = release_parts(s, a, b, m, t, eps, family)
+    if family.notion == "pure":
+        charge_pure(eps, f"smooth-sensitivity release ({family.name})")
+    else:
+        charge_zcdp(eps * eps / 2.0, f"smooth-sensitivity release ({family.name}, 1/2 eps^2-CDP)")
     z = family.sample(p.shape, rng)
     with np.errstate(over="ignore", invalid="ignore"):
         out_codes = snap(p.f, p.scale * z, np.full(s.groups, RELEASE_CODES))
@@ -596,10 +583,12 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
     G = s.groups
     if pure:
         lap = 1.0 / eps_of(sp["count"])
+        charge_pure(1.0 / lap, "count")  # sensitivity 1, discrete Laplace of scale lap
         n_hat = s.sizes + discrete_laplace(lap, rng, G)
         sd = math.sqrt(2.0) * lap
     else:
         sd = 1.0 / math.sqrt(2.0 * sp["count"] * total)
+        charge_zcdp(1.0 / (2.0 * sd * sd), "count (discrete Gaussian)")  # sensitivity 1, sigma sd
         n_hat = s.sizes + discrete_gaussian(sd, rng, G)
     n_hat = n_hat.astype(np.float64)
     # the bucket sets the range's resolution (as in mean_range); a finer one would weaken the median's
@@ -614,8 +603,9 @@ def prepare(batch: Batch, budget: Privacy, params: Params, rng: Rng, family: Noi
         scale = BUCKET_SCALE * bucket
     else:
         eta = min(1.0, eps_of(1.0))
-        sub = subsample(s, eta, rng)
-        l, r = infinite_range(sub, bucket, amplified(eps_of(sp["range"]), eta), rng, params.beta)
+        with subsampled(eta, "range"):
+            sub = subsample(s, eta, rng)
+            l, r = infinite_range(sub, bucket, amplified(eps_of(sp["range"]), eta), rng, params.beta)
         a, b = intersect(l, r, params)
         eps_main = eps_of(sp["main"])
         width = 2.0 * np.minimum(b / 2.0 - a / 2.0, 2.0**1019)
@@ -643,7 +633,7 @@ def _make_run(family: NoiseFamily) -> Callable[[Batch, Privacy, Params, Rng], np
 
 
 _SRC = "seed 001 (Bun & Steinke), add/remove form"
-register(
+METHODS = (
     Method(
         "mean",
         "trimmed_lln",
@@ -651,9 +641,7 @@ register(
         _make_run(FAMILIES["lln"]),
         "trimmed mean + smooth sensitivity, Laplace log-normal noise",
         source=_SRC,
-    )
-)
-register(
+    ),
     Method(
         "mean",
         "trimmed_t",
@@ -661,9 +649,7 @@ register(
         _make_run(FAMILIES["t"]),
         "trimmed mean + smooth sensitivity, Student's t (3 dof) noise",
         source=_SRC,
-    )
-)
-register(
+    ),
     Method(
         "mean",
         "trimmed_uln",
@@ -671,9 +657,7 @@ register(
         _make_run(FAMILIES["uln"]),
         "trimmed mean + smooth sensitivity, uniform log-normal noise",
         source=_SRC,
-    )
-)
-register(
+    ),
     Method(
         "mean",
         "trimmed_arsinh",
@@ -681,5 +665,5 @@ register(
         _make_run(FAMILIES["arsinh"]),
         "trimmed mean + smooth sensitivity, arsinh-normal noise",
         source=_SRC,
-    )
+    ),
 )

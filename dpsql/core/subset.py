@@ -51,7 +51,8 @@ from .primitives import (
     seg_count_lt,
 )
 from .ranges import infinite_range, iqr_lower_bound, mean_range
-from .registry import Method, ParameterError, Params, register
+from .registry import Method, ParameterError, Params
+from .spending import charge_pure, stable
 
 __all__ = [
     "private_domain",
@@ -201,6 +202,7 @@ def piecewise_em(
     np.cumsum(np.bincount(pg, minlength=G), out=cand_off[1:])
     sc = np.asarray(score(pg, left), dtype=np.float64)
     logw = np.log((right - left + 1).astype(np.float64)) - epsilon * sc / 2.0
+    charge_pure(epsilon, "exponential mechanism (pieces)")
     pick = exponential_mechanism(logw, cand_off, rng)
     return rng.integers(left[pick], right[pick])
 
@@ -512,17 +514,18 @@ def run_monotone_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rn
     np.cumsum(keep, out=csum[1:])
     off = csum[s.offsets]
     pruned = (y - lc[gid])[keep]
-    t = invsen_quantile_codes(pruned, off, uc - lc, float(params.p), eps_run / 2.0, rng)
+    with stable(3, "InvSen after the shift"):
+        t = invsen_quantile_codes(pruned, off, uc - lc, float(params.p), eps_run / 2.0, rng)
     return a + (lc + t) * h
 
 
 # --------------------------------------------------------------------------- registration
 
 _SRC = "seed 000 (Dick, Kulesza, Sun, Suresh), add/remove form"
-register(Method("mean", "bounded", "pure", run_bounded_mean, "Alg 1: count + clipped sum on a range", source=_SRC))
-register(Method("mean", "subset", "pure", run_subset_mean, "Alg 3: subset-optimal mean (EM thresholds)", source=_SRC))
-register(Method("quantile", "threshold", "pure", run_threshold_quantile, "Alg 2: EM threshold, rank p n", source=_SRC))
-register(Method("iqr", "threshold", "pure", run_threshold_iqr, "Alg 2 twice (ranks n/4 from each end)", source=_SRC))
-register(
-    Method("quantile", "monotone", "pure", run_monotone_quantile, "Alg 4+5: thresholds, prune, InvSen", source=_SRC)
+METHODS = (
+    Method("mean", "bounded", "pure", run_bounded_mean, "Alg 1: count + clipped sum on a range", source=_SRC),
+    Method("mean", "subset", "pure", run_subset_mean, "Alg 3: subset-optimal mean (EM thresholds)", source=_SRC),
+    Method("quantile", "threshold", "pure", run_threshold_quantile, "Alg 2: EM threshold, rank p n", source=_SRC),
+    Method("iqr", "threshold", "pure", run_threshold_iqr, "Alg 2 twice (ranks n/4 from each end)", source=_SRC),
+    Method("quantile", "monotone", "pure", run_monotone_quantile, "Alg 4+5: thresholds, prune, InvSen", source=_SRC),
 )

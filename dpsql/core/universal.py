@@ -34,7 +34,8 @@ from .helpers import B_MAX, B_MIN, amplified, bounded, intersect, subsample
 from .intervals import count_interval
 from .primitives import noisy_count, per_row, release_sum
 from .ranges import infinite_range, iqr_lower_bound, mean_range, private_quantile_in, radius, random_pairs
-from .registry import Method, Params, register
+from .registry import Method, Params
+from .spending import subsampled
 
 SPLIT_MEAN = {"count": 0.1, "bound": 0.1, "range": 0.4, "sum": 0.4}
 SPLIT_VAR = {"count": 0.1, "bound": 0.1, "radius": 0.4, "sum": 0.4}
@@ -145,8 +146,9 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
         z = np.minimum((a - b) ** 2, 2.0**1020)
     zb = _sorted_batch(z, pg, G)
     eta = min(1.0, eps)
-    sub = subsample(zb, eta, rng)
-    R = radius(sub, np.zeros(G), bz, amplified(sp["radius"] * eps, eta), rng, params.beta)
+    with subsampled(eta, "radius"):
+        sub = subsample(zb, eta, rng)
+        R = radius(sub, np.zeros(G), bz, amplified(sp["radius"] * eps, eta), rng, params.beta)
     if params.lower is not None and params.upper is not None:
         with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
             R = np.minimum(R, np.square(np.float64(params.upper - params.lower)))
@@ -198,11 +200,13 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 
 _SRC = "seed 003 (Dong & Yi), add/remove form"
-register(Method("count", "laplace", "pure", run_count, "count + discrete Laplace(1/eps)", source="textbook",
-                interval=interval_count))
-register(Method("sum", "universal", "pure", run_sum, "bound-free clipped sum (private range)", source=_SRC))
-register(Method("mean", "universal", "pure", run_mean, "EstimateMean: IQR bound, subsampled range", source=_SRC))
-register(Method("var", "universal", "pure", run_var, "EstimateVariance over random pairs", source=_SRC))
-register(Method("quantile", "universal", "pure", run_quantile, "IQR bound + InfiniteDomainQuantile", source=_SRC))
-register(Method("iqr", "universal", "pure", run_iqr, "EstimateIQR with a shared range", source=_SRC))
+METHODS = (
+    Method("count", "laplace", "pure", run_count, "count + discrete Laplace(1/eps)", source="textbook",
+           interval=interval_count),
+    Method("sum", "universal", "pure", run_sum, "bound-free clipped sum (private range)", source=_SRC),
+    Method("mean", "universal", "pure", run_mean, "EstimateMean: IQR bound, subsampled range", source=_SRC),
+    Method("var", "universal", "pure", run_var, "EstimateVariance over random pairs", source=_SRC),
+    Method("quantile", "universal", "pure", run_quantile, "IQR bound + InfiniteDomainQuantile", source=_SRC),
+    Method("iqr", "universal", "pure", run_iqr, "EstimateIQR with a shared range", source=_SRC),
+)
 
