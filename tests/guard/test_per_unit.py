@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import duckdb
 import pytest
+from conftest import exact_binding
 from corpus import extended_catalog, hospital_catalog
 
 from dpsql.errors import PrivacyError
@@ -65,8 +66,6 @@ def test_sum_and_avg_cannot_overflow_into_an_error() -> None:
     t = TableInfo("t", "protected", {"uid": "INTEGER", "h": "HUGEINT", "d": "DECIMAL(38,0)", "i": "INTEGER"},
                   privacy_unit="uid")
     con = duckdb.connect()
-    from conftest import exact_binding
-
     exact_binding(con)
     con.execute("CREATE TABLE t AS SELECT 1 AS uid, 170141183460469231731687303715884105727::HUGEINT AS h, "
                 "99999999999999999999999999999999999999::DECIMAL(38,0) AS d, 2147483647 AS i FROM range(2)")
