@@ -33,7 +33,7 @@ scale-free base measure, so it cannot collapse.
   post-processing, the same draws as without an interval.
 
 Cost (pure, sequential composition), all summing to eps: median ``SPLIT``; other quantiles and the IQR
-``SPLIT_TAIL`` (floor, count, then centre + mechanism(s) on the near route or all of it to the
+``SPLIT_TAIL`` / ``SPLIT_NEAR`` (count, then the floor, then centre + mechanism(s) on the near route or all to the
 mechanism(s) on the wide route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
 Public bounds clamp the data and the output (post-processing).  Limit: at n eps ~ 10 nothing pure and
 bound-free can locate the data on the float line; the answer is then far off (the README says so).
@@ -72,6 +72,11 @@ SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 #: the wide route when ``n_hat min(p, 1 - p) eps >= ROUTE``: then the loss beyond the data's extremes
 #: (``n min(p, 1 - p)`` ranks) outweighs the float line's octaves even for data far from 0
 ROUTE = 100.0
+#: the near route's floor lies within these octaves of the released centre's magnitude (:func:`_near_exponent`)
+NEAR_CLAMP = (-60, 3)
+#: the near route's split: the floor takes 0.20 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
+#: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
+SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
 
 
 def _octave_table(flat: int, m: int = M_BITS) -> tuple[np.ndarray, np.ndarray, int]:
@@ -283,29 +288,45 @@ def _groups(s: Batch, idx: np.ndarray) -> Batch:
     return sub
 
 
-def _tail_quantiles(s: Batch, e: np.ndarray, ps: tuple[float, ...], epsilon: float, rng: Rng,
+def _near_exponent(e: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The near route's code floor: the private floor, clamped within ``NEAR_CLAMP`` octaves of the released
+    centre's magnitude (where c != 0; post-processing).  Seed 003's IQR lower bound at the tail route's share
+    (n eps_floor down to 3) overshot the data's spread by tens of octaves in ~1 % of runs: the data then sat in
+    the linear cell around c, outweighed by the codes beyond them (p90 answers 1e13-1e88 IQR off, measured);
+    undershooting it left the data's octaves with a few codes, as heavy as the far float line."""
+    lo, hi = NEAR_CLAMP
+    with np.errstate(divide="ignore"):
+        ec = np.frexp(np.abs(c))[1].astype(np.int64) - 1
+    clamped = np.clip(e, ec + lo, ec + hi)
+    return np.clip(np.where(c != 0.0, clamped, e), E_MIN, E_TOP - 1)
+
+
+def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
                     level: float | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The ``ps``-quantiles per group, routed on a released count (module docstring), each as (value, lo,
     hi) (lo = hi = value without ``level``; each quantile's interval at ``1 - (1 - level) / len(ps)``).
-    Cost: count ``SPLIT_TAIL['count'] eps``, then per group ``(centre + em) eps`` on either route (each
+    Cost: count ``SPLIT_TAIL['count'] eps``, then per group the floor and ``(centre + em) eps`` of
+    ``SPLIT_TAIL`` (wide) or ``SPLIT_NEAR`` (near) (each
     quantile gets an equal part of the mechanisms' share), or NULL when ``n_hat eps < NULL_BELOW['tail']``.
     The route is post-processing of the released count."""
     n_hat = noisy_count(s, SPLIT_TAIL["count"] * epsilon, rng)
     wide = n_hat * min(min(p, 1.0 - p) for p in ps) * epsilon >= ROUTE
     null = n_hat * epsilon < NULL_BELOW["tail"]
     out = [tuple(np.full(s.groups, np.nan) for _ in range(3)) for _ in ps]
-    share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
-    near_share = SPLIT_TAIL["em"] * epsilon / len(ps)
     each = None if level is None else 1.0 - (1.0 - level) / len(ps)
     for route in (True, False):
         idx = np.flatnonzero((wide == route) & ~null)
         if not idx.size:
             continue
-        sub, ee = _groups(s, idx), e[idx]
-        c = None if route else _centre(sub, ee, SPLIT_TAIL["centre"] * epsilon, rng)
+        sub = _groups(s, idx)
+        sp = SPLIT_TAIL if route else SPLIT_NEAR
+        ee = _floor_exponent(sub, sp["bound"] * epsilon, rng)
+        c = None if route else _centre(sub, ee, sp["centre"] * epsilon, rng)
+        share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
+        if not route:
+            ee = _near_exponent(ee, c)
         for q, p in zip(out, ps, strict=True):
-            got = _quantile_ci(sub, ee, p, share if route else near_share, rng, c, not route, each, n_hat[idx],
-                               SPLIT_TAIL["count"] * epsilon)
+            got = _quantile_ci(sub, ee, p, share, rng, c, not route, each, n_hat[idx], sp["count"] * epsilon)
             for a, b in zip(q, got, strict=True):
                 a[idx] = b
     return out
@@ -315,10 +336,10 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
                   level: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     eps, p = budget.epsilon, float(params.p)
     s = _bounded(batch, params).sorted()
-    e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
     if p != 0.5:
-        got = _tail_quantiles(s, e, (p,), eps, rng, level)[0]
+        got = _tail_quantiles(s, (p,), eps, rng, level)[0]
     else:
+        e = _floor_exponent(s, SPLIT["bound"] * eps, rng)
         n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
         idx = np.flatnonzero(n_hat * eps >= NULL_BELOW["median"])
@@ -331,10 +352,11 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
 
 def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_quantile, scale-free.  Median: IQR lower bound (0.05 eps) as the code floor, a count (0.05 eps),
-    then one exponential mechanism over the log-uniform codes (0.90 eps).  Other p: the floor (0.05 eps),
-    a count (0.05 eps), then either the mechanism on the log-uniform codes (0.90 eps) or a centre (the
-    median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying measure
-    (0.45 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
+    then one exponential mechanism over the log-uniform codes (0.90 eps).  Other p: a count (0.05 eps),
+    then per group, routed on it, either the floor (0.05 eps) and the mechanism on the log-uniform codes
+    (0.90 eps), or ``SPLIT_NEAR``: the floor (0.10 eps, clamped near the centre: :func:`_near_exponent`), a
+    centre (the median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying
+    measure (0.40 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
     ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
     return _run_quantile(batch, budget, params, rng, None)[0]
 
@@ -350,9 +372,8 @@ def _run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng,
              level: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     eps = budget.epsilon
     s = _bounded(batch, params).sorted()
-    e = _floor_exponent(s, SPLIT_TAIL["bound"] * eps, rng)
     (q1, q1_lo, q1_hi), (q3, q3_lo, q3_hi) = (tuple(_clip_out(a, params) for a in q)
-                                              for q in _tail_quantiles(s, e, (0.25, 0.75), eps, rng, level))
+                                              for q in _tail_quantiles(s, (0.25, 0.75), eps, rng, level))
     with np.errstate(invalid="ignore"):  # inf - inf: no finite bound
         lo, hi = q3_lo - q1_hi, q3_hi - q1_lo
     lo, hi = np.maximum(np.where(np.isnan(lo), 0.0, lo), 0.0), np.where(np.isnan(hi), np.inf, hi)
@@ -361,8 +382,8 @@ def _run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng,
 
 
 def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_iqr, scale-free: the floor (0.05 eps), then Q1 and Q3 as in :func:`run_quantile` for p != 1/2
-    (count 0.05 eps; each quantile half of the remaining 0.90 eps, sensitivity 3/4).  Cost eps (pure).
+    """dp_iqr, scale-free: Q1 and Q3 as in :func:`run_quantile` for p != 1/2 (count, then per route the floor
+    and centre, each quantile half of the mechanisms' share, sensitivity 3/4).  Cost eps (pure).
     Clamped >= 0."""
     return _run_iqr(batch, budget, params, rng, None)[0]
 

@@ -137,8 +137,17 @@ def test_no_catastrophe_where_the_range_route_begins(aggregate, kind, n):
     assert np.all(err[~np.isnan(err)] < 100.0), np.nanmax(err)
 
 
+def test_near_floor_is_clamped_to_the_centre():
+    """The near route's floor (seed 003's IQR lower bound, overshooting at small n eps) is clamped within
+    NEAR_CLAMP octaves of the released centre's magnitude; a centre of 0 leaves it as it is."""
+    e = np.array([297, -200, 3, 297])
+    c = np.array([1.5, 1.5, 1.5, 0.0])
+    lo, hi = S.NEAR_CLAMP
+    np.testing.assert_array_equal(S._near_exponent(e, c), [hi, lo, 3, 297])
+
+
 def test_mean_and_sum_splits_add_up():
-    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW):
+    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW, S.SPLIT_NEAR, S.SPLIT_TAIL):
         assert abs(sum(sp.values()) - 1.0) < 1e-12, sp
     assert S.SPLIT_MEAN["count"] == S.SPLIT_MEAN_LOW["count"] == S.SPLIT_SUM["count"] == S.SPLIT_FEW["count"]
     assert abs(sum(S.SUM_FEW.values()) - 1.0) < 1e-12
