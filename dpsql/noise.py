@@ -17,7 +17,7 @@ scale up to :data:`MAX_SCALE` (2**48; the epsilon floor keeps every mechanism be
 variates keep 53 significant bits over their whole range, both tails included (no truncation, no 0).
 The only inexactness left is float64 rounding in ``log``/``log1p``/``expm1`` on numbers of order one: a
 relative error below 1e-10 in the probability of each integer, which changes the privacy loss by less
-than 1e-9 (documented in the README).
+than 1e-9 (documented in docs/methods.md, "At the extremes").
 
 The exponential mechanism is sampled with the Gumbel-max trick on log-weights
 (:func:`gumbel`), never by exponentiating raw scores.

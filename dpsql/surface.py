@@ -7,12 +7,12 @@ This is the one place to add a dp_* function or parameter.  Everything else read
 * the binding (:mod:`dpsql.duck`) takes its UDF argument order and Arrow types from it and builds
   :class:`~dpsql.core.registry.Params` from the parameters by name;
 * the guard (:mod:`dpsql.guard.params`) accepts exactly the positional and named arguments declared here;
-* tests/test_surface.py checks the README's SQL reference against it.
+* tests/test_surface.py checks the SQL reference (docs/sql-reference.md) against it.
 
 Adding a numeric parameter ``trim``: declare ``Parameter("trim")`` in :data:`PARAMETERS`, add it to the
 ``named`` arguments of the functions that take it (:data:`NAMED` for every non-count function), run
 ``python -m dpsql.macrogen``, then implement it: a ``trim`` field of ``core.registry.Params`` (and its check
-in ``core.registry.validate``), its use in the methods, and a row of the README's argument table.
+in ``core.registry.validate``), its use in the methods, and a row of the argument table in docs/sql-reference.md.
 
 Pure data and string helpers: this module imports nothing from dpsql and nothing outside the standard
 library, so the guard can read it without loading DuckDB or Arrow.
@@ -133,7 +133,7 @@ class Function:
         return replace(self, name=self.name + CI_SUFFIX, named=self.named + extra, interval=True)
 
 
-#: the plain dp_* functions, in the README's and the macro file's order
+#: the plain dp_* functions, in the SQL reference's (docs/sql-reference.md) and the macro file's order
 PLAIN_FUNCTIONS: tuple[Function, ...] = (
     Function("dp_count", "count", named=COUNT_NAMED, value="ANY"),
     Function("dp_count_star", "count", positional=(), named=COUNT_NAMED, value=None),

@@ -1,6 +1,6 @@
 -- dpsql budget ledger: its own DuckDB file next to the data file (hospital.duckdb -> hospital.ledger.duckdb),
 -- mode 0600, opened only by dpsql.ledger under a process lock plus a cross-process file lock, and never
--- attached to the executor connection.  Design: ../shared/docs/threat-classes.md section 5.
+-- attached to the executor connection.  Design: docs/operations.md ("The ledger").
 -- Amounts are exact decimals (bind decimal.Decimal, never float) and costs are rounded up to 1e-18.
 
 -- key/value facts: schema_version (2), dataset_id (must match dpsql.meta in the data file), data_version

@@ -1,6 +1,6 @@
-"""The dp_* surface (dpsql/surface.py) is the one declaration: sql/macros.sql is generated from it, the README's
-SQL reference, the installed macros, the core's Params and the guard agree with it, and reading it (or the
-guard) loads neither DuckDB nor Arrow (issue 16)."""
+"""The dp_* surface (dpsql/surface.py) is the one declaration: sql/macros.sql is generated from it, the SQL
+reference (docs/sql-reference.md), the installed macros, the core's Params and the guard agree with it, and
+reading it (or the guard) loads neither DuckDB nor Arrow (issue 16)."""
 
 from __future__ import annotations
 
@@ -86,12 +86,13 @@ def test_every_parameter_is_a_params_field():
 
 
 def _reference() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("## SQL reference")
-    return text[start: text.index("\n## ", start + 1)]
+    """docs/sql-reference.md from its title to "Data rules" (the functions, the arguments, the error bars)."""
+    text = (ROOT / "docs" / "sql-reference.md").read_text(encoding="utf-8")
+    start = text.index("# SQL reference")
+    return text[start: text.index("\n## Data rules", start)]
 
 
-def test_readme_function_table_matches_the_surface():
+def test_sql_reference_function_table_matches_the_surface():
     ref = _reference()
     table = ref[: ref.index("Named arguments")]
     rows = [ln for ln in table.splitlines() if ln.startswith("| `dp_")]
@@ -108,7 +109,7 @@ def test_readme_function_table_matches_the_surface():
     assert seen == [f.name for f in PLAIN_FUNCTIONS]
 
 
-def test_readme_argument_table_matches_the_surface():
+def test_sql_reference_argument_table_matches_the_surface():
     ref = _reference()
     args = ref[ref.index("| argument | meaning |"):]
     rows = [ln for ln in args.split("\n\n")[0].splitlines() if ln.startswith("| `")]
@@ -128,7 +129,7 @@ def test_readme_argument_table_matches_the_surface():
     assert f"{counts} take only {only}" in " ".join(ref.split())
 
 
-def test_readme_lists_every_interval_twin():
+def test_sql_reference_lists_every_interval_twin():
     ref = _reference()
     para = " ".join(ref[ref.index("Every function above has a twin"):].split("\n\n")[0].split())
     assert re.findall(r"`(dp_\w+_ci)`", para) == [f.name + CI_SUFFIX for f in PLAIN_FUNCTIONS]

@@ -1,7 +1,7 @@
 """Privacy notions and costs, declared as data.
 
 Every estimator declares one :class:`Privacy` for a given set of parameters; the DuckDB binding, the
-guard's cost computation, the ledger and the README all read that same value.
+guard's cost computation and the ledger all read that same value (docs/methods.md documents it).
 
 Neighbouring datasets differ by adding or removing one privacy unit (one row unless a table declares a
 unit column).  Conversions used here are the standard ones:

@@ -1,6 +1,7 @@
 """Asymmetric sensitivity mechanism (seed 002, Durfee NeurIPS 2024), re-derived for add/remove neighbours.
 
-Read ``shared/seeds/digests/002-asymmetric-sensitivity.md`` with this file.
+"The digest" below is the seed's design notes (``seeds/digests/002-asymmetric-sensitivity.md``): external material,
+not in this repository; docs/methods.md (seed 002) summarises the method.
 
 The mechanism (ASM) runs AboveThreshold with one-sided exponential noise over a fixed increasing grid of
 candidate outputs t, with the "reflective inverse sensitivity" query ``s(x; t) = -(len(x; t) - 1/2)`` below

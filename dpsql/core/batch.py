@@ -1,6 +1,6 @@
 """Batches of groups: flat float64 values plus offsets, and the data rules.
 
-Data rules (documented in the README, applied here once for every estimator):
+Data rules (documented in docs/sql-reference.md, applied here once for every estimator):
 
 * NULL and NaN values are dropped (they are not counted).
 * Every other value is clamped to ``[-DOMAIN, DOMAIN]`` with ``DOMAIN = 2**1000`` (about 1.07e301); so

@@ -1,8 +1,9 @@
 """Instance-optimal mean estimation (Huang, Liang & Yi, NeurIPS 2021; seed 004), one-dimensional, add/remove form.
 
-Read ``shared/seeds/digests/004-instance-optimal-mean.md`` with this file.  In one dimension the paper's
-Hadamard rotation is a random sign flip, which commutes with the median and the symmetric clip, so it is
-dropped (digest 3.6).  Three mechanisms:
+"The digest" below is the seed's design notes (``seeds/digests/004-instance-optimal-mean.md``): external material,
+not in this repository; docs/methods.md (seed 004) summarises the method.  In one dimension the paper's Hadamard
+rotation is a random sign flip, which commutes with the median and the symmetric clip, so it is dropped (digest
+3.6).  Three mechanisms:
 
 * **PrivQuant** (paper 3.2, Alg. 1, box reconstructed in the digest): a noisy binary search over an
   ordered integer domain.  Each step asks one noisy count and halves the interval; ``T`` steps, each

@@ -17,7 +17,7 @@ What the probability covers:
   outside it (the radius scan's threshold), and the allowance assumes those rows lie within one more
   range width.  No DP interval can cover the exact mean when one row may be arbitrarily far out (its
   neighbour without that row has nearly the same output law), so this is an assumption on the data,
-  stated in the README; the coverage table measures it.
+  stated in docs/sql-reference.md ("Error bars"); the coverage table there measures it.
 
 ``lo = -inf`` / ``hi = +inf`` mean "no finite bound": e.g. the mean's small-count route releases a median
 (a location estimate), which carries no interval for the mean.

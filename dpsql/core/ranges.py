@@ -1,6 +1,7 @@
 """Seed 003's private ranges (Dong & Yi), add/remove form: the building blocks several families share.
 
-Read ``shared/seeds/digests/003-universal-estimators.md`` with this file, and :mod:`.universal` for the
+The seed's design notes (``seeds/digests/003-universal-estimators.md``) are external material, not in this
+repository (docs/methods.md, seed 003, summarises them); :mod:`.universal` has the
 re-derivation for add/remove neighbours (no public n, random pairs, Poisson subsampling, grids).  Here: the
 random matching (:func:`random_pairs`), the IQR lower bound (:func:`iqr_lower_bound`, Alg. 7), the radius scan
 (:func:`radius`, Alg. 3), the finite-domain quantile (:func:`private_quantile_in`, Alg. 2), the infinite-domain

@@ -104,7 +104,7 @@ _TABLE: dict[str, dict[str, Method]] | None = None
 
 
 #: the default method per aggregate, chosen by issue 12's panel (benchmarks/panel.py: geometric mean and worst cell
-#: against peers with exact bounds and the lower-bound lines; README table)
+#: against peers with exact bounds and the lower-bound lines; the table in docs/benchmarks.md)
 DEFAULTS: dict[str, str] = {
     "count": "laplace",
     "sum": "scalefree",

@@ -1,6 +1,7 @@
 """Scale-free quantiles: one exponential mechanism over the whole float line (no private range step).
 
-Read ``shared/docs/accuracy-study.md`` (recommendation R1) with this file.  Seed 003's quantile finds a
+The accuracy study it follows (recommendations R1, R2) is external material, not in this repository;
+docs/methods.md ("The defaults") and docs/benchmarks.md summarise it.  Seed 003's quantile finds a
 private range first (an SVT over radii around a private median) and then runs the exponential mechanism
 on a fine grid inside it; when the range step fails (n eps <~ 300, or data far from 0) the answer is far
 off.  Here there is no range step: the exponential mechanism runs over *every* float of the domain with a
@@ -36,7 +37,7 @@ Cost (pure, sequential composition), all summing to eps: median ``SPLIT``; other
 ``SPLIT_TAIL`` / ``SPLIT_NEAR`` (count, then the floor, then centre + mechanism(s) on the near route or all to the
 mechanism(s) on the wide route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
 Public bounds clamp the data and the output (post-processing).  Limit: at n eps ~ 10 nothing pure and
-bound-free can locate the data on the float line; the answer is then far off (the README says so).
+bound-free can locate the data on the float line; the answer is then far off (docs/sql-reference.md says so).
 """
 
 from __future__ import annotations
@@ -562,7 +563,7 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
 
     Cost eps (pure): a count (0.05), then per group, routed on the released count ``n_hat eps``: below
     MEAN_ROUTE the floor (0.10) and the median at 0.85 (a location estimate: too little data for a mean's
-    range; the README says so); else the floor, the range (centre + radius, :func:`_range`) and the centred
+    range; docs/methods.md says so); else the floor, the range (centre + radius, :func:`_range`) and the centred
     clipped sum, at ``SPLIT_MEAN_LOW`` (0.20 / 0.30 / 0.20 / 0.25) below LOW_UNTIL, where the floor, centre
     and cap need larger shares to find the data at all, and at ``SPLIT_MEAN`` (0.05 / 0.15 / 0.35 / 0.40)
     above.  Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per added or removed row; mean =

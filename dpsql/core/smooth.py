@@ -1,6 +1,7 @@
 """Trimmed mean with smooth sensitivity (Bun & Steinke 2019, seed 001), re-derived for add/remove.
 
-Read ``shared/seeds/digests/001-smooth-sensitivity.md`` with this file.  The release is
+"The digest" below is the seed's design notes (``seeds/digests/001-smooth-sensitivity.md``): external material, not
+in this repository; docs/methods.md (seed 001) summarises the method.  The release is
 
     trim_m(x) + (S(x) / s) * Z
 

@@ -1,8 +1,9 @@
 """Subset-optimal estimators of Dick, Kulesza, Sun & Suresh (seed 000), in add/remove form.
 
-Read ``shared/seeds/digests/000-subset-optimal.md`` with this file.  The paper is pure eps-DP with
-add/remove neighbours already, but it assumes a public domain ``[-R, R]`` and uses ``|D|`` in its
-parameters.  dpsql's changes (each one is the digest's recommendation unless marked ours):
+"The digest" below is the seed's design notes (``seeds/digests/000-subset-optimal.md``): external material, not in
+this repository; docs/methods.md (seed 000) summarises the method.  The paper is pure eps-DP with add/remove
+neighbours already, but it assumes a public domain ``[-R, R]`` and uses ``|D|`` in its parameters.  dpsql's changes
+(each one is the digest's recommendation unless marked ours):
 
 * **Range.**  Where the paper needs a public range we use ``lower``/``upper`` when both are given (data
   are clamped to them, a fixed per-row map, and the whole budget goes to the paper's algorithm).

@@ -1,7 +1,8 @@
 """Universal (bound-free) estimators of Dong & Yi (seed 003), re-derived for add/remove neighbours.
 
-Read ``shared/seeds/digests/003-universal-estimators.md`` with this file.  The paper assumes
-replace-one neighbours and a public n; dpsql's neighbours add or remove one row, so:
+"The digest" below is the seed's design notes (``seeds/digests/003-universal-estimators.md``): external material,
+not in this repository; docs/methods.md (seed 003) summarises the method.  The paper assumes replace-one neighbours
+and a public n; dpsql's neighbours add or remove one row, so:
 
 * every SVT query is written so that n is not needed: the radius search counts the points *outside*
   ``[c - x, c + x]`` (sensitivity 1, monotone), and the IQR-bound search counts

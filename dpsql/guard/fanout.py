@@ -17,7 +17,7 @@ A join whose fan-out bound exceeds ``Catalog.max_fanout`` (default 1,000) is ref
 With the bound, one person's rows (at most ``max_rows_per_unit`` after bounding, but the raw rows are
 joined first) change the join's output by at most ``rows x max_fanout``: microseconds of work at the
 default, far inside the latency quantum.  What stays: work linear in the protected table's size and in
-one person's raw row count (a scan), which the README lists as a residual risk.
+one person's raw row count (a scan), which docs/operations.md lists as a residual risk.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo

@@ -1,6 +1,6 @@
 """The budget ledger: budgets and an append-only, hash-chained log of grants and charges.
 
-Design (``threat-classes.md`` section 5):
+Design (docs/operations.md, "The ledger"; from the threat model's section 5, external material):
 
 * Its own DuckDB file next to the data file (``hospital.duckdb`` -> ``hospital.ledger.duckdb``, mode
   0600), never attached to the executor that runs analyst-derived SQL.

@@ -476,10 +476,10 @@ CATALOG_RELATIONS: frozenset[str] = frozenset(
 
 #: Functions a statement on the catalog route may call, in PostgreSQL spelling (_SPELLING maps sqlglot's names).
 #: Built from what clients send while browsing: tests/clients (psql, psycopg, pg8000, pgJDBC, SQLAlchemy, DuckDB
-#: CLI), tests/frontdoors, psql's backslash commands, pgcli/pgspecial, harlequin-postgres and
-#: /work/shared/docs/bi-catalog-queries.md.  Every one is bounded in its output by its input; nothing that makes
-#: rows or long values from a number (range, repeat, lpad, format, list_resize), reads files or shows DuckDB's
-#: own state (duckdb_*, pragma_*, getenv, current_setting_raw).
+#: CLI), tests/frontdoors, psql's backslash commands, pgcli/pgspecial, harlequin-postgres and a log of BI tools'
+#: catalog queries (external material, not in this repository).  Every one is bounded in its output by its input;
+#: nothing that makes rows or long values from a number (range, repeat, lpad, format, list_resize), reads files
+#: or shows DuckDB's own state (duckdb_*, pragma_*, getenv, current_setting_raw).
 CATALOG_FUNCTIONS: frozenset[str] = frozenset({
     # PostgreSQL functions emulated by the macros in _DDL (psql, pgcli, pgJDBC, SQLAlchemy, harlequin)
     "pg_get_userbyid", "pg_table_is_visible", "pg_type_is_visible", "pg_function_is_visible",

@@ -221,8 +221,9 @@ def test_catalog_route_is_bounded_in_time_rows_and_memory() -> None:
     assert e.value.sqlstate == "53200"
 
 
-#: pgcli 4.7's table and column lists (\dt, \dv, \d and its completion) as /work/shared/docs/bi-catalog-queries.md
-#: logged them: PostgreSQL array literals in = ANY(...), which DuckDB cannot cast (they used to answer empty)
+#: pgcli 4.7's table and column lists (\dt, \dv, \d and its completion) as a log of BI tools' catalog queries
+#: (external material, not in this repository) recorded them: PostgreSQL array literals in = ANY(...), which
+#: DuckDB cannot cast (they used to answer empty)
 PGCLI_RELATIONS = """SELECT  n.nspname schema_name, c.relname table_name
         FROM    pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
         WHERE   c.relkind = ANY('{KINDS}') ORDER BY 1,2"""

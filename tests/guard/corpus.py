@@ -500,7 +500,7 @@ ALLOWED: list[tuple[str, str]] = [
     ("SELECT dp_count(*, epsilon := 0.1) AS n FROM clinics", "0.1"),
     ("SELECT clinic, dp_count(*, epsilon := 0.2) AS n, dp_mean(cost, epsilon := 0.3) AS avg_cost "
      "FROM visits v JOIN clinics c USING (clinic) WHERE cost > 0 GROUP BY clinic "
-     "HAVING n > 10 ORDER BY avg_cost DESC LIMIT 5", "1.5"),  # the README example
+     "HAVING n > 10 ORDER BY avg_cost DESC LIMIT 5", "1.5"),  # the example in docs/operations.md
     # the error-bar twins cost exactly what the plain calls cost, whatever the level
     ("SELECT clinic, dp_mean_ci(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic", "1.5"),
     ("SELECT dp_count_ci(*, epsilon := 0.1, level := 0.9) AS n, dp_count_ci(note, epsilon := 0.1, level := 0.999) "
