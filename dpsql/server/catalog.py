@@ -476,8 +476,8 @@ CATALOG_RELATIONS: frozenset[str] = frozenset(
 
 #: Functions a statement on the catalog route may call, in PostgreSQL spelling (_SPELLING maps sqlglot's names).
 #: Built from what clients send while browsing: tests/clients (psql, psycopg, pg8000, pgJDBC, SQLAlchemy, DuckDB
-#: CLI), tests/frontdoors, psql's backslash commands, pgcli/pgspecial, harlequin-postgres and a log of BI tools'
-#: catalog queries (external material, not in this repository).  Every one is bounded in its output by its input;
+#: CLI), tests/server, psql's backslash commands, pgcli/pgspecial, harlequin-postgres and a log of BI tools' catalog
+#: queries (external material, not in this repository).  Every one is bounded in its output by its input;
 #: nothing that makes rows or long values from a number (range, repeat, lpad, format, list_resize), reads files
 #: or shows DuckDB's own state (duckdb_*, pragma_*, getenv, current_setting_raw).
 CATALOG_FUNCTIONS: frozenset[str] = frozenset({

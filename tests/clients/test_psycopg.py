@@ -1,6 +1,6 @@
 """psycopg 3 (libpq) as an analyst would use it: DP query, rejection, parameters, catalog browse, TLS.
 
-Protocol details (formats, charging, chatter) are covered in tests/frontdoors/test_pgwire.py."""
+Protocol details (formats, charging, chatter) are covered in tests/server/test_pgwire.py."""
 
 from __future__ import annotations
 

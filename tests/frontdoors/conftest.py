@@ -1,1 +1,1 @@
-from .harness import passwords, real_db, real_server, server, tls_files, tls_server, world  # noqa: F401
+from .harness import real_db, real_server, tls_files  # noqa: F401

@@ -8,50 +8,14 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from dpsql.errors import PrivacyError
-
-
-@dataclass
-class TableInfo:
-    name: str
-    kind: str
-    columns: dict[str, str]
-    privacy_unit: str | None = None
-
-
-@dataclass
-class Budget:
-    limit: Decimal
-    spent: Decimal
-    remaining: Decimal
-    accounting: str = "pure"
-    delta_limit: Decimal = Decimal(0)
-    delta_spent: Decimal = Decimal(0)
-
-
-@dataclass
-class Result:
-    table: pa.Table
-    charged: Decimal
-    remaining: Decimal
-    accounting: str = "pure"
-
-    @property
-    def columns(self) -> list[str]:
-        return self.table.column_names
-
-    @property
-    def rows(self) -> list[tuple[Any, ...]]:
-        cols = [c.to_pylist() for c in self.table.columns]
-        return list(zip(*cols, strict=True))
-
+from dpsql.guard.catalog import TableInfo
+from dpsql.ledger.records import Budget
+from dpsql.session import Result
 
 MACROS = """
 CREATE MACRO dp_count(x, epsilon := 1.0) AS count(x)::DOUBLE;
@@ -117,7 +81,7 @@ class FakeSession:
                 w.charges.append((self.analyst, cost, sql))
             remaining = w.limit - w.spent[self.analyst]
         table = self.cur.sql(sql).to_arrow_table()
-        return Result(table, cost, remaining)
+        return Result(table, cost, remaining, "pure")
 
     def describe(self, sql: str) -> list[tuple[str, str]]:
         self._check(sql)
@@ -127,7 +91,7 @@ class FakeSession:
 
     def budget(self) -> Budget:
         spent = self.world.spent.get(self.analyst, Decimal(0))
-        return Budget(self.world.limit, spent, self.world.limit - spent)
+        return Budget(self.analyst, "pure", self.world.limit, spent, self.world.limit - spent, Decimal(0), Decimal(0))
 
     def tables(self) -> list[TableInfo]:
         return [TableInfo("flights", "protected", {"month": "INTEGER", "carrier": "VARCHAR",

@@ -1,4 +1,5 @@
-"""Fixtures shared by tests/frontdoors and tests/clients: fake and real guarded sessions, servers, TLS files."""
+"""Fixtures shared by tests/frontdoors, tests/server and tests/clients: fake and real guarded sessions, servers,
+TLS files."""
 
 from __future__ import annotations
 

@@ -10,11 +10,10 @@ import struct
 import time
 
 import pytest
+from frontdoors.fakes import FakeWorld
 
 from dpsql.server.auth import PasswordStore
 from dpsql.server.pgwire import PgServer, running
-
-from .fakes import FakeWorld
 
 
 def _startup(user: bytes) -> bytes:
@@ -152,7 +151,7 @@ def test_slow_queries_neither_stall_logins_nor_escape_cancel(world: FakeWorld, p
 
     import psycopg
 
-    from .test_pgwire import dsn
+    from server.test_pgwire import dsn
 
     server = PgServer(world.connect, host="127.0.0.1", port=0, passwords=passwords, query_workers=2,
                       per_principal=1)

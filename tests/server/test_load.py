@@ -22,11 +22,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from frontdoors.harness import guard_available
 
 from dpsql.server.auth import PasswordStore
 from dpsql.server.pgwire import PgServer, running
-
-from .harness import guard_available
 
 SECONDS = float(os.environ.get("DPSQL_LOAD_SECONDS", "30"))
 PRINCIPALS = [f"a{i}" for i in range(25)]

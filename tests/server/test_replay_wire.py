@@ -8,13 +8,12 @@ from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
+from frontdoors.harness import PASSWORD
 
 from dpsql.cli import main
 from dpsql.display import cost_line
 from dpsql.server.auth import PasswordStore
 from dpsql.server.pgwire import PgServer, running
-
-from .harness import PASSWORD
 
 CHART = "SELECT carrier, dp_count(dep_delay, epsilon := 0.5) AS n FROM flights GROUP BY carrier ORDER BY carrier"
 

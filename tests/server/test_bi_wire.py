@@ -9,12 +9,11 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from frontdoors.harness import PASSWORD
 
 from dpsql.cli import main
 from dpsql.server.auth import PasswordStore
 from dpsql.server.pgwire import PgServer, running
-
-from .harness import PASSWORD
 
 psycopg = pytest.importorskip("psycopg")
 

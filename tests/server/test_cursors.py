@@ -6,11 +6,10 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from frontdoors.fakes import FakeWorld
 
 from dpsql.server.cursors import Close, Cursor, CursorError, Declare, Fetch, parse
-
-from .fakes import FakeWorld
-from .test_pgwire import dsn
+from server.test_pgwire import dsn
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -10,14 +10,13 @@ from decimal import Decimal
 
 import duckdb
 import pytest
+from frontdoors.fakes import FakeWorld
 
 from dpsql.errors import PrivacyError
 from dpsql.server import types as t
 from dpsql.server.auth import ScramExchange, make_verifier, mock_verifier
 from dpsql.server.catalog import Catalog, CatalogLimit
 from dpsql.sqltext import max_placeholder, split_statements, substitute
-
-from .fakes import FakeWorld
 
 
 def test_split_respects_quotes_and_comments() -> None:

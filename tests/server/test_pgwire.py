@@ -7,9 +7,8 @@ import threading
 from decimal import Decimal
 
 import pytest
-
-from .fakes import FakeWorld
-from .harness import PASSWORD
+from frontdoors.fakes import FakeWorld
+from frontdoors.harness import PASSWORD
 
 psycopg = pytest.importorskip("psycopg")
 
