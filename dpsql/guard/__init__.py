@@ -33,26 +33,20 @@ from .materialize import rewrite_materialize
 from .params import check_parameters
 from .partition import plan_selection, rewrite_selection
 from .per_unit import rewrite_per_unit
-from .pick_lists import answer_pick_lists
+from .pick_lists import answer_pick_list, pick_list
 from .plain import rewrite_plain_aggregates
-from .probes import answer_probes
+from .probes import answer_probe, empty
 from .public_keys import rewrite_public_keys
-from .relations import check_relations
-from .statement import check_statement
-from .syntax import check_syntax
+from .relations import check_relations, query_scopes
+from .statement import parse_statement
+from .syntax import check_syntax, rewrite_casts
 from .totality import rewrite_totality
 
-__all__ = ["plan", "Plan", "Catalog", "TableInfo", "CHECKS", "REWRITES"]
+__all__ = ["plan", "Plan", "Catalog", "TableInfo", "ANALYSES", "REWRITES"]
 
-#: the checks, in order; each reads and annotates the context or raises PrivacyError
-CHECKS = (
-    check_statement,  # E001 E002 E003: one plain query, by sqlglot and by DuckDB
-    check_relations,  # E010 E042: registered tables of main only, one privacy unit
-    check_syntax,  # E011 E012 E031 E050: closed allow-list of nodes and functions; CAST -> TRY_CAST
-    rewrite_filters,  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END), before the analysis
-    rewrite_plain_aggregates,  # opt-in: COUNT/SUM/AVG over protected rows -> dp_* with the owner's epsilon
-    answer_probes,  # zero-row probes (WHERE 1=0, LIMIT 0): answered from the schema, final, uncharged
-    answer_pick_lists,  # DISTINCT/GROUP BY of declared-key columns only: answered from the keys, final
+#: the analyses of a query that is neither a probe nor a pick-list, in order; each reads and annotates the
+#: context or raises PrivacyError
+ANALYSES = (
     analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
     check_joins,  # E040 E041: protected joins keep a unit's rows together
     check_fanout,  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)
@@ -61,7 +55,7 @@ CHECKS = (
     plan_selection,  # delta > 0: partition selection for undeclared keys
     check_cost,  # E061: sequential composition, per-query cap
 )
-#: the rewrites, in order, applied only after every check passed
+#: the rewrites, in order, applied only after every analysis passed
 REWRITES = (
     rewrite_totality,  # row-level expressions under TRY()
     rewrite_per_unit,  # per-unit aggregations: aggregates in an inner grouped query, expressions under TRY()
@@ -85,26 +79,31 @@ class Plan:
     schema_only: bool = False
 
 
-def _output_columns(ctx: Context) -> list[str]:
-    """Names of the result columns; unaliased expressions get an explicit alias (their own text)."""
-    tree = ctx.tree
+def _outermost(tree: exp.Expression) -> exp.Select:
     while not isinstance(tree, exp.Select):
         tree = tree.this if isinstance(tree, exp.Subquery) else tree.left
-    info = ctx.info.get(id(tree))
+    return tree
+
+
+def _output_columns(tree: exp.Expression, star: list[str]) -> tuple[exp.Expression, list[str]]:
+    """Names of the result columns (``star`` for a ``SELECT *``), and a copy of ``tree`` where unaliased
+    expressions get an explicit alias (their own text)."""
+    tree = tree.copy()
+    select = _outermost(tree)
     names: list[str] = []
-    for item in list(tree.expressions):
+    for item in list(select.expressions):
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-            return list(info.columns) if info else []
+            return tree, list(star)
         if not isinstance(item, exp.Alias | exp.Column):
             name = output_name(item)
             item.replace(exp.alias_(item.copy(), name, quoted=True))
-        names.append(tree.expressions[len(names)].alias_or_name)
-    return names
+        names.append(select.expressions[len(names)].alias_or_name)
+    return tree, names
 
 
-def _mechanisms(ctx: Context) -> list[dict]:
+def _mechanisms(calls) -> list[dict]:
     out = []
-    for call in ctx.calls:
+    for call in calls:
         m = {"function": call.function, "aggregate": call.aggregate, "method": call.method,
              "notion": call.notion, "multiplier": call.multiplier, "cost": str(call.cost)}
         m["epsilon" if call.notion == "pure" else "rho"] = call.value
@@ -114,22 +113,38 @@ def _mechanisms(ctx: Context) -> list[dict]:
     return out
 
 
+def normalise(tree: exp.Expression, catalog: Catalog) -> exp.Expression:
+    """The rewrites before the analysis: TRY_CAST, FILTER into CASE, the owner's plain-aggregate opt-in."""
+    tree = rewrite_casts(tree)  # CAST -> TRY_CAST
+    tree = rewrite_filters(tree)  # dp_f(x) FILTER (WHERE c) -> dp_f(CASE WHEN c THEN x END)
+    return rewrite_plain_aggregates(tree, catalog)  # opt-in: COUNT/SUM/AVG over protected rows -> dp_*
+
+
 def plan(sql: str, catalog: Catalog) -> Plan:
     """Check, rewrite and cost ``sql`` against ``catalog``; raise PrivacyError(code, message) on refusal."""
-    ctx = Context(sql, catalog)
-    for check in CHECKS:
-        check(ctx)
-        if ctx.final:  # a probe or a pick-list: answered without the privacy analysis, at no cost
-            break
-    else:
-        for rewrite in REWRITES:
-            rewrite(ctx)
-    columns = _output_columns(ctx)
-    return Plan(
-        sql=ctx.tree.sql(dialect="duckdb"),
-        cost=ctx.cost,
-        delta=ctx.delta,
-        mechanisms=_mechanisms(ctx),
-        output_columns=columns,
-        schema_only=ctx.schema_only,
-    )
+    tree = parse_statement(sql)  # E001 E002 E003: one plain query, by sqlglot and by DuckDB
+    check_relations(tree, catalog)  # E010 E040 E042: registered tables of main only, one privacy unit
+    check_syntax(tree)  # E011 E012 E031 E050: closed allow-list of nodes and functions
+    tree = normalise(tree, catalog)
+    # answered without the privacy analysis, at no cost: zero-row probes (from the schema, never run) and
+    # DISTINCT/GROUP BY of declared-key columns only (from the keys)
+    if empty(tree):
+        return _final(answer_probe(tree), schema_only=True)
+    pick = pick_list(tree, catalog)
+    if pick is not None:
+        return _final(answer_pick_list(tree, pick))
+    ctx = Context(sql, catalog, tree=tree, scopes=query_scopes(tree))
+    for analysis in ANALYSES:
+        analysis(ctx)
+    for rewrite in REWRITES:
+        rewrite(ctx)
+    root = ctx.info.get(id(_outermost(ctx.tree)))
+    tree, columns = _output_columns(ctx.tree, root.columns if root else [])
+    return Plan(sql=tree.sql(dialect="duckdb"), cost=ctx.cost, delta=ctx.delta, mechanisms=_mechanisms(ctx.calls),
+                output_columns=columns)
+
+
+def _final(tree: exp.Expression, schema_only: bool = False) -> Plan:
+    tree, columns = _output_columns(tree, [])
+    return Plan(sql=tree.sql(dialect="duckdb"), cost=decimal.Decimal(0), delta=decimal.Decimal(0),
+                output_columns=columns, schema_only=schema_only)

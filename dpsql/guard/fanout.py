@@ -21,13 +21,13 @@ one person's raw row count (a scan), which docs/operations.md lists as a residua
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
->>> from dpsql.guard.relations import check_relations
+>>> from dpsql.guard.relations import query_scopes
 >>> from dpsql.guard.lineage import analyse_lineage
 >>> v = TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")
 >>> big = TableInfo("big", "public", {"k": "INT"}, rows=10**6, multiplicity={"k": 1})
 >>> def check(q):
 ...     ctx = Context("", Catalog({"v": v, "big": big}), tree=sqlglot.parse_one(q, read="duckdb"))
-...     check_relations(ctx); analyse_lineage(ctx)
+...     ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
 ...     try:
 ...         check_fanout(ctx)
 ...     except Exception as e:

@@ -4,10 +4,8 @@ DuckDB macros do not accept FILTER; the dp_* aggregates drop NULLs, so both form
 statistic.  ``dp_count(*)`` counts the rows where ``c`` holds.
 
 >>> import sqlglot
->>> from dpsql.guard.catalog import Catalog
->>> q = "SELECT dp_count(*) FILTER (WHERE y > 1) AS n FROM t"
->>> ctx = Context("", Catalog({}), tree=sqlglot.parse_one(q, read="duckdb"))
->>> rewrite_filters(ctx); ctx.tree.sql("duckdb")
+>>> q = sqlglot.parse_one("SELECT dp_count(*) FILTER (WHERE y > 1) AS n FROM t", read="duckdb")
+>>> rewrite_filters(q).sql("duckdb")
 'SELECT DP_COUNT(CASE WHEN y > 1 THEN 1 END) AS n FROM t'
 """
 
@@ -16,12 +14,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..surface import CI_SUFFIX, plain_function
-from .context import Context, dp_name, refuse
+from .context import dp_name, refuse
 
 
-def rewrite_filters(ctx: Context) -> None:
-    """Move every FILTER clause of a dp_* call into its first argument."""
-    for node in list(ctx.tree.find_all(exp.Filter)):
+def rewrite_filters(tree: exp.Expression) -> exp.Expression:
+    """A copy of ``tree`` where every FILTER clause of a dp_* call is moved into its first argument."""
+    tree = tree.copy()
+    for node in list(tree.find_all(exp.Filter)):
         call = node.this
         if dp_name(call) is None:
             raise refuse("012", "FILTER is only allowed on dp_* aggregates")
@@ -46,3 +45,4 @@ def rewrite_filters(ctx: Context) -> None:
             # an unaliased select item keeps the name the analyst wrote
             new_call = exp.alias_(new_call, node.sql("duckdb", normalize_functions="lower"), quoted=True)
         node.replace(new_call)
+    return tree

@@ -7,11 +7,11 @@ the select list may use only keys (E020), HAVING only keys and dp outputs (E022)
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
->>> from dpsql.guard.relations import check_relations
+>>> from dpsql.guard.relations import query_scopes
 >>> from dpsql.guard.lineage import analyse_lineage
 >>> v = TableInfo("v", "protected", {"uid": "INT", "k": "VARCHAR"}, privacy_unit="uid")
 >>> ctx = Context("", Catalog({"v": v}), tree=sqlglot.parse_one("SELECT k, dp_count(*) FROM v GROUP BY k"))
->>> check_relations(ctx); analyse_lineage(ctx)
+>>> ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
 >>> try:
 ...     check_groups(ctx)
 ... except Exception as e:

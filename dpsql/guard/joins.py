@@ -7,12 +7,12 @@ comma joins involving protected rows are refused.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
->>> from dpsql.guard.relations import check_relations
+>>> from dpsql.guard.relations import query_scopes
 >>> from dpsql.guard.lineage import analyse_lineage
 >>> v = TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")
 >>> q = "SELECT dp_count(*) FROM v a JOIN v b ON a.x = b.x"
 >>> ctx = Context("", Catalog({"v": v}), tree=sqlglot.parse_one(q, read="duckdb"))
->>> check_relations(ctx); analyse_lineage(ctx)
+>>> ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
 >>> try:
 ...     check_joins(ctx)
 ... except Exception as e:

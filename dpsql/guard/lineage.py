@@ -9,8 +9,8 @@ The privacy unit is tracked by column identity: renaming keeps it, any computati
 >>> from dpsql.guard.catalog import Catalog, TableInfo
 >>> cat = Catalog({"v": TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")})
 >>> ctx = Context("", cat, tree=sqlglot.parse_one("SELECT x FROM v", read="duckdb"))
->>> from dpsql.guard.relations import check_relations
->>> check_relations(ctx)
+>>> from dpsql.guard.relations import query_scopes
+>>> ctx.scopes = query_scopes(ctx.tree)
 >>> try:
 ...     analyse_lineage(ctx)
 ... except Exception as e:

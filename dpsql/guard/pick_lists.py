@@ -22,17 +22,19 @@ without dp_* over protected rows, E050):
 >>> from dpsql.guard.catalog import Catalog, TableInfo
 >>> import sqlglot
 >>> f = TableInfo("flights", "protected", {"carrier": "VARCHAR", "x": "DOUBLE"}, public_keys={"carrier": ("AA", "DL")})
->>> ctx = Context("", Catalog({"flights": f}), tree=sqlglot.parse_one("SELECT DISTINCT carrier FROM flights"))
->>> answer_pick_lists(ctx); ctx.final
-True
+>>> tree = sqlglot.parse_one("SELECT DISTINCT carrier FROM flights")
+>>> pick_list(tree, Catalog({"flights": f}))
+PickList(info=TableInfo(name='flights', ...), columns=('carrier',), alias='flights')
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
-from .catalog import TableInfo
-from .context import PREFIX, Context, dp_name
+from .catalog import Catalog, TableInfo
+from .context import PREFIX, dp_name
 from .groups import _domain_values
 
 
@@ -105,43 +107,57 @@ def _domain(info: TableInfo, columns: list[str], alias: str) -> exp.Subquery:
     return exp.Subquery(this=sel, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
 
 
-def answer_pick_lists(ctx: Context) -> None:
-    """Replace the protected table of a public-key pick-list by its declared domain; mark the tree final."""
-    select = ctx.tree
+@dataclass(frozen=True)
+class PickList:
+    """A public-key pick-list: the protected table it reads, the selected key columns, the table's alias."""
+
+    info: TableInfo
+    columns: tuple[str, ...]
+    alias: str
+
+
+def pick_list(tree: exp.Expression, catalog: Catalog) -> PickList | None:
+    """The pick-list ``tree`` is (see the module's rules), or None."""
+    select = tree
     if not isinstance(select, exp.Select) or select.args.get("with") or select.args.get("joins"):
-        return
+        return None
     source = select.args.get("from_")
     table = source.this if source is not None else None
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
-        return
-    info = ctx.catalog.get(table.name)
+        return None
+    info = catalog.get(table.name)
     if info is None or not info.protected or not info.public_keys:
-        return
+        return None
     alias_node = table.args.get("alias")
     if alias_node is not None and alias_node.columns:  # renamed columns: names would no longer mean the keys
-        return
+        return None
     distinct, group = select.args.get("distinct"), select.args.get("group")
     if (distinct is None) == (group is None) or (distinct is not None and distinct.args.get("on") is not None):
-        return
+        return None
     if any(select.args.get(a) is not None for a in ("having", "qualify", "sample")) or table.args.get("sample"):
-        return
+        return None
     for node in select.walk():
         if node is not select and isinstance(node, exp.Query | exp.Subquery | exp.Window | exp.AggFunc | exp.Star):
-            return
+            return None
         if dp_name(node):
-            return
+            return None
     alias = table.alias_or_name
     names = _key_columns(select, info, alias)
     if not names:
-        return
+        return None
     keys = {c.lower() for c in names.values()}
     aliases = set(names)
     if not _only_keys(select.args.get("where"), keys, set(), alias):
-        return
+        return None
     if group is not None and not (_only_keys(group, keys, aliases, alias) and _group_matches(select, names, keys)):
-        return
+        return None
     if not _only_keys(select.args.get("order"), keys, aliases, alias):
-        return
-    columns = list(dict.fromkeys(names.values()))
-    table.replace(_domain(info, columns, alias))
-    ctx.final = True
+        return None
+    return PickList(info, tuple(dict.fromkeys(names.values())), alias)
+
+
+def answer_pick_list(tree: exp.Expression, facts: PickList) -> exp.Expression:
+    """A copy of ``tree`` whose protected table is replaced by the cross product of the declared keys."""
+    tree = tree.copy()
+    tree.args["from_"].this.replace(_domain(facts.info, list(facts.columns), facts.alias))
+    return tree

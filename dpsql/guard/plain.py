@@ -23,11 +23,9 @@ rewritten.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
->>> from dpsql.guard.relations import check_relations
 >>> v = TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")
->>> ctx = Context("", Catalog({"v": v}, plain_aggregate_epsilon="0.1"),
-...               tree=sqlglot.parse_one("SELECT avg(x) AS m FROM v", read="duckdb"))
->>> check_relations(ctx); rewrite_plain_aggregates(ctx); ctx.tree.sql("duckdb")
+>>> tree = sqlglot.parse_one("SELECT avg(x) AS m FROM v", read="duckdb")
+>>> rewrite_plain_aggregates(tree, Catalog({"v": v}, plain_aggregate_epsilon="0.1")).sql("duckdb")
 'SELECT DP_MEAN(x, epsilon := 0.1) AS "m" FROM v'
 """
 
@@ -36,7 +34,9 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
-from .context import Context, dp_name, own_nodes
+from .catalog import Catalog
+from .context import dp_name, own_nodes
+from .relations import query_scopes
 from .syntax import group_keys
 
 #: plain aggregate -> its dp_* form (COUNT(*) is dp_count_star)
@@ -111,22 +111,24 @@ def _rewrite(select: exp.Select, epsilon: str) -> None:
                 node.replace(call)
 
 
-def _per_unit(ctx: Context, select: exp.Select) -> bool:
+def _per_unit(catalog: Catalog, select: exp.Select) -> bool:
     """Whether ``select`` looks like a per-unit aggregation (``guard.per_unit``: GROUP BY one column named like
     a privacy unit of the catalog).  Its plain aggregates are not rewritten (the lineage pass decides; if the
     column is not the unit they stay E021) and an aggregate around it is (``avg(total)`` -> ``dp_mean``)."""
     keys = group_keys(select)
-    units = {t.privacy_unit.lower() for t in ctx.catalog.tables.values() if t.protected and t.privacy_unit}
+    units = {t.privacy_unit.lower() for t in catalog.tables.values() if t.protected and t.privacy_unit}
     return len(keys) == 1 and isinstance(keys[0], exp.Column) and keys[0].name.lower() in units
 
 
-def rewrite_plain_aggregates(ctx: Context) -> None:
-    """With the catalog's opt-in, rewrite plain COUNT/SUM/AVG in every SELECT that reads protected rows."""
-    epsilon = ctx.catalog.plain_aggregate_epsilon
+def rewrite_plain_aggregates(tree: exp.Expression, catalog: Catalog) -> exp.Expression:
+    """With the catalog's opt-in, a copy of ``tree`` where plain COUNT/SUM/AVG in every SELECT that reads
+    protected rows are dp_* calls."""
+    epsilon = catalog.plain_aggregate_epsilon
     if not epsilon:
-        return
+        return tree
+    tree = tree.copy()
     rows: dict[int, bool] = {}  # id(scope expression) -> it passes protected rows on, row by row
-    for scope in ctx.scopes:  # children first
+    for scope in query_scopes(tree):  # children first
         expr = scope.expression
         if not isinstance(expr, exp.Select):
             rows[id(expr)] = any(rows.get(id(s.expression), False) for s in scope.set_operation_scopes)
@@ -134,13 +136,14 @@ def rewrite_plain_aggregates(ctx: Context) -> None:
         reads = False
         for _, (_, source) in scope.selected_sources.items():
             if isinstance(source, exp.Table):
-                info = ctx.catalog.get(source.name)
+                info = catalog.get(source.name)
                 reads = reads or bool(info and info.protected)
             elif isinstance(source, Scope):
                 reads = reads or rows.get(id(source.expression), False)
-        if reads and _per_unit(ctx, expr):  # issue 15: left to guard.per_unit; its rows stay protected rows
+        if reads and _per_unit(catalog, expr):  # issue 15: left to guard.per_unit; its rows stay protected rows
             rows[id(expr)] = True
             continue
         if reads:
             _rewrite(expr, epsilon)
         rows[id(expr)] = reads and not any(dp_name(n) or isinstance(n, exp.AggFunc) for n in own_nodes(expr))
+    return tree

@@ -34,7 +34,7 @@ from decimal import Decimal, InvalidOperation
 from sqlglot import exp
 
 from .bounding import count_star, output_name
-from .context import Context, dp_name, own_nodes
+from .context import dp_name, own_nodes
 
 _COMPARE = {exp.EQ: lambda c: c == 0, exp.NEQ: lambda c: c != 0, exp.GT: lambda c: c > 0,
             exp.GTE: lambda c: c >= 0, exp.LT: lambda c: c < 0, exp.LTE: lambda c: c <= 0}
@@ -115,19 +115,19 @@ def _outermost(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def answer_probes(ctx: Context) -> None:
-    """Mark a probe ``schema_only`` (and ``final``); spell ``dp_count(*)`` as the macros take it, so it binds.
+def answer_probe(tree: exp.Expression) -> exp.Expression:
+    """The SQL bound for a probe (``empty(tree)``): a copy of ``tree`` that spells ``dp_count(*)`` as the
+    macros take it, so it binds.
 
     Unaliased dp_* items are named first as the full plan names them (the outermost by their text, the
     inner ones, seen through ``*``, by the function), so a probe reports the columns the query returns."""
-    if not empty(ctx.tree):
-        return
-    root = _outermost(ctx.tree)
-    for select in list(ctx.tree.find_all(exp.Select)):
+    tree = tree.copy()
+    root = _outermost(tree)
+    for select in list(tree.find_all(exp.Select)):
         for item in list(select.expressions):
             if dp_name(item):
                 name = output_name(item) if select is root else item.alias_or_name
                 item.replace(exp.alias_(item.copy(), name, quoted=True))
-    for node in list(ctx.tree.find_all(exp.Anonymous)):
+    for node in list(tree.find_all(exp.Anonymous)):
         count_star(node)
-    ctx.schema_only = ctx.final = True
+    return tree

@@ -1,12 +1,12 @@
 """Pass: every relation is a registered table of the main schema (E010); one privacy unit (E042).
 
-Builds the query's scopes (sqlglot's own scope machinery) for the later passes.
+An analysis that finds nothing but refusals; :func:`query_scopes` gives the query's scopes (sqlglot's own
+scope machinery) to the later analyses.
 
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog
->>> ctx = Context("", Catalog({}), tree=sqlglot.parse_one("SELECT * FROM duckdb_tables()", read="duckdb"))
 >>> try:
-...     check_relations(ctx)
+...     check_relations(sqlglot.parse_one("SELECT * FROM duckdb_tables()", read="duckdb"), Catalog({}))
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E010
@@ -18,10 +18,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from .context import Context, refuse
+from .catalog import Catalog
+from .context import refuse
 
 
-def _check_table(ctx: Context, table: exp.Table) -> None:
+def _check_table(catalog: Catalog, table: exp.Table) -> None:
     if not isinstance(table.this, exp.Identifier):
         raise refuse("010", "table functions are not allowed as relations")
     if table.args.get("catalog") is not None:
@@ -29,20 +30,31 @@ def _check_table(ctx: Context, table: exp.Table) -> None:
     db = table.args.get("db")
     if db is not None and str(db.name).lower() != "main":
         raise refuse("010", "only tables of the main schema are allowed")
-    info = ctx.catalog.get(table.name)
+    info = catalog.get(table.name)
     if info is None:
         raise refuse("010", f"relation {table.name!r} is not a registered table")
 
 
-def check_relations(ctx: Context) -> None:
-    """Resolve scopes; refuse relations that are not registered tables, and several privacy units."""
-    for join in ctx.tree.find_all(exp.Join):
+def query_scopes(tree: exp.Expression) -> list[Scope]:
+    """The scopes of ``tree``, children first (E012 when sqlglot cannot resolve them)."""
+    try:
+        scopes = list(traverse_scope(tree))
+    except (SqlglotError, RecursionError, KeyError, ValueError):
+        raise refuse("012", "the query's relations could not be resolved") from None
+    if not scopes:
+        raise refuse("012", "the query's relations could not be resolved")
+    return scopes
+
+
+def check_relations(tree: exp.Expression, catalog: Catalog) -> None:
+    """Refuse relations that are not registered tables, nested or lateral joins, and several privacy units."""
+    for join in tree.find_all(exp.Join):
         if not isinstance(join.parent, exp.Select):
             raise refuse("040", "parenthesized (nested) joins are not allowed")
-    for sub in ctx.tree.find_all(exp.Subquery):
+    for sub in tree.find_all(exp.Subquery):
         if not isinstance(sub.this, exp.Query):
             raise refuse("040", "parenthesized (nested) joins are not allowed")
-    for node in ctx.tree.find_all(exp.From, exp.Join):
+    for node in tree.find_all(exp.From, exp.Join):
         item = node.this
         if isinstance(item, exp.Lateral):
             raise refuse("040", "LATERAL joins are not allowed")
@@ -50,27 +62,21 @@ def check_relations(ctx: Context) -> None:
             raise refuse("040", "SEMI and ANTI joins are not allowed")
         if not isinstance(item, exp.Table | exp.Subquery | exp.Values):
             raise refuse("010", f"{item.key.upper()} is not allowed as a relation")
-    try:
-        scopes = list(traverse_scope(ctx.tree))
-    except (SqlglotError, RecursionError, KeyError, ValueError):
-        raise refuse("012", "the query's relations could not be resolved") from None
-    if not scopes:
-        raise refuse("012", "the query's relations could not be resolved")
+    scopes = query_scopes(tree)
     seen: set[int] = set()
     units: set[str] = set()
     for scope in scopes:
         for _name, (node, source) in scope.selected_sources.items():
             if isinstance(source, exp.Table):
-                _check_table(ctx, source)
-                info = ctx.catalog.get(source.name)
+                _check_table(catalog, source)
+                info = catalog.get(source.name)
                 if info.protected:
                     units.add(info.unit_identity())
                 seen.add(id(source))
             elif isinstance(source, Scope) and isinstance(node, exp.Table):
                 seen.add(id(node))  # a CTE reference
-    for table in ctx.tree.find_all(exp.Table):
+    for table in tree.find_all(exp.Table):
         if id(table) not in seen:
             raise refuse("010", f"relation {table.name!r} is not allowed here")
     if len(units) > 1:
         raise refuse("042", "the query reads tables with different privacy units")
-    ctx.scopes = scopes

@@ -1,9 +1,7 @@
 """Pass 1: exactly one plain SELECT/WITH statement, according to sqlglot *and* DuckDB's own splitter.
 
->>> from dpsql.guard.catalog import Catalog
->>> ctx = Context("SELECT 1; DROP TABLE t", Catalog({}))
 >>> try:
-...     check_statement(ctx)
+...     parse_statement("SELECT 1; DROP TABLE t")
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E002
@@ -18,7 +16,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .context import Context, refuse
+from .context import refuse
 
 MAX_SQL_LENGTH = 100_000
 
@@ -36,7 +34,7 @@ def _duckdb_types(sql: str) -> list[str]:
 
 def _type_name(statement: object) -> str:
     """The statement's type name; a type DuckDB's Python enum does not know (e.g. ``CONNECT``, whose
-    ``.type`` raises ValueError) is ``UNKNOWN``, which check_statement refuses like any non-SELECT."""
+    ``.type`` raises ValueError) is ``UNKNOWN``, which parse_statement refuses like any non-SELECT."""
     try:
         return str(statement.type).rsplit(".", 1)[-1].upper()
     except ValueError:
@@ -58,12 +56,11 @@ def _position(message: str) -> str:
     return out
 
 
-def check_statement(ctx: Context) -> None:
-    """Parse ``ctx.sql`` into ``ctx.tree``; refuse parse failures (E001), several statements (E002) and
-    anything but a query (E003)."""
+def parse_statement(sql: str) -> exp.Expression:
+    """The query's tree; refuse parse failures (E001), several statements (E002) and anything but a query
+    (E003)."""
     import duckdb
 
-    sql = ctx.sql
     if not isinstance(sql, str) or not sql.strip():
         raise refuse("001", "empty query")
     if len(sql) > MAX_SQL_LENGTH:
@@ -94,4 +91,4 @@ def check_statement(ctx: Context) -> None:
         raise refuse("003", f"statement {str(tree.this).upper()!r} is not allowed")
     if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
         raise refuse("003", f"only SELECT or WITH ... SELECT queries are allowed, not {tree.key.upper()}")
-    ctx.tree = tree
+    return tree

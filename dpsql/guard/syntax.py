@@ -4,9 +4,8 @@ Anything sqlglot produces that is not listed here fails closed: an unknown funct
 unknown construct E012, grouping constructs E031, a recursive CTE E050.
 
 >>> import sqlglot
->>> from dpsql.guard.catalog import Catalog
->>> ctx = Context("", Catalog({}), tree=sqlglot.parse_one("SELECT x::INT FROM t", read="duckdb"))
->>> check_syntax(ctx); ctx.tree.sql("duckdb")
+>>> tree = sqlglot.parse_one("SELECT x::INT FROM t", read="duckdb")
+>>> check_syntax(tree); rewrite_casts(tree).sql("duckdb")
 'SELECT TRY_CAST(x AS INT) FROM t'
 """
 
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import DP_FUNCTIONS, PREFIX, Context, refuse
+from .context import DP_FUNCTIONS, PREFIX, refuse
 
 STRUCTURE = (
     exp.Select, exp.Union, exp.Intersect, exp.Except, exp.From, exp.Join, exp.Where, exp.Group,
@@ -55,9 +54,9 @@ def _name(node: exp.Expression) -> str:
     return node.sql_name() if isinstance(node, exp.Func) else node.key.upper()
 
 
-def check_syntax(ctx: Context) -> None:
-    """Refuse every node outside the allow-list; rewrite CAST to TRY_CAST."""
-    for node in list(ctx.tree.walk()):
+def check_syntax(tree: exp.Expression) -> None:
+    """Refuse every node outside the allow-list."""
+    for node in tree.walk():
         if isinstance(node, GROUPING):
             raise refuse("031", f"{node.key.upper()} is not allowed")
         if isinstance(node, exp.With) and node.args.get("recursive"):
@@ -85,9 +84,15 @@ def check_syntax(ctx: Context) -> None:
         if isinstance(node, exp.Func):
             raise refuse("011", f"function {_name(node)!r} is not allowed")
         raise refuse("012", f"syntax {node.key.upper()} is not allowed")
-    for cast in list(ctx.tree.find_all(exp.Cast)):
+
+
+def rewrite_casts(tree: exp.Expression) -> exp.Expression:
+    """A copy of ``tree`` where every CAST is a TRY_CAST."""
+    tree = tree.copy()
+    for cast in list(tree.find_all(exp.Cast)):
         if not isinstance(cast, exp.TryCast):
             cast.replace(exp.TryCast(this=cast.this, to=cast.args["to"]))
+    return tree
 
 
 def group_keys(select: exp.Select) -> list[exp.Expression]:
