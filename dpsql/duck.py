@@ -14,6 +14,13 @@ naming the argument; they depend on the query only.  DuckDB evaluates macro argu
 aggregate finishes, so in trusted mode the error surfaces after the scan; the guard
 (:mod:`dpsql.guard`) checks the same parameters statically before any data is read.
 
+A value of a non-numeric type (VARCHAR, BOOLEAN, DATE, INTERVAL, BLOB, a LIST or STRUCT, UUID, a string
+literal, ...) raises ``DPSQL-E060: dp_mean: its value must be numeric; name is VARCHAR (convert it, e.g.
+TRY_CAST(name AS DOUBLE), or count it with dp_count)``, the guarded session's refusal, as a DuckDB error whose
+message starts with the code (issue 14): each function of a numeric value is a macro with two overloads (see
+``sql/macros.sql``), ``x DOUBLE`` for every numeric type and an untyped one for any other, which raises when the
+aggregate runs, for every group (without GROUP BY: also over no rows).  dp_count counts a value of any type.
+
 Each ``dp_f`` has an error-bar twin ``dp_f_ci`` (same arguments plus ``level := 0.95``): one release with
 its interval, ``STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE)``, from the UDF ``_dpsql_agg_ci`` (list route
 only).  Its value has the law of ``dp_f``'s and it costs what ``dp_f`` costs (:func:`dpsql.core.run_interval`).
@@ -65,6 +72,12 @@ _FIN_PARAM_NAMES = parameters_of(f for f in PLAIN_FUNCTIONS if f.aggregate in _N
 _COUNT_PARAM_NAMES = FUNCTIONS["dp_count"].named
 #: what install runs, in order: the hand-written helpers, then the macros generated from the surface
 _SQL_FILES = ("native.sql", "macros.sql")
+#: install(guarded=True), the guarded session's executor: a dp_* call on a non-numeric value fails when DuckDB
+#: binds the query (the value goes to a macro that takes only a DOUBLE, which it did not match), which the session
+#: refuses uncharged (DPSQL-E001) before any data is read, rather than as the charged query runs (the guard
+#: itself refuses table columns of a non-numeric type with E060)
+_GUARDED_SQL = ("CREATE OR REPLACE TEMP MACRO _dpsql_numeric_only(v DOUBLE) AS v",
+                "CREATE OR REPLACE TEMP MACRO _dpsql_not_numeric(fn, x) AS _dpsql_numeric_only(x)")
 #: the parameters that become fields of Params (``method`` selects the Method instead), numbers and strings; the
 #: numbers in the order _params checks them (beta and level first, then Params' field order: a call with
 #: several bad numbers names the one it always named)
@@ -251,11 +264,14 @@ def _make_count(rng_factory):  # noqa: ANN001, ANN202
     return _udf(_dpsql_count, ("n",), _COUNT_PARAM_NAMES)
 
 
-def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.DuckDBPyConnection:
+def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
+            guarded: bool = False) -> duckdb.DuckDBPyConnection:
     """Register dpsql's aggregates on ``con`` and return it.
 
     ``rng`` is for tests only (a seeded :class:`~dpsql.noise.Rng`); production noise always comes
-    from the OS CSPRNG.
+    from the OS CSPRNG.  ``guarded`` is for the guarded session's executor (:mod:`dpsql.executor`): a value of
+    a non-numeric type is then a bind failure (refused uncharged before anything runs), not DPSQL-E060 at run
+    time.
     """
     factory = (lambda: rng) if rng is not None else system_rng
     D = duckdb.sqltype("DOUBLE")
@@ -307,4 +323,6 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None) -> duckdb.Du
     for name in _SQL_FILES:
         for stmt in statements(name):
             con.execute(stmt)
+    for stmt in _GUARDED_SQL if guarded else ():
+        con.execute(stmt)
     return con

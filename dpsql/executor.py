@@ -4,8 +4,9 @@ The analyst never holds it; :class:`dpsql.session.Session` keeps it private.  Ea
 in-memory DuckDB instance with the data file ``ATTACH``-ed ``READ_ONLY``, so its locked configuration
 cannot touch any other connection.  Before any query runs:
 
-* ``dpsql.install(con)`` registers the dp_* macros (before ``USE``, so they live in the in-memory
-  catalog, which stays on the search path after the data catalog);
+* ``dpsql.install(con, guarded=True)`` registers the dp_* macros (before ``USE``, so they live in the in-memory
+  catalog, which stays on the search path after the data catalog); ``guarded``: a dp_* value of a non-numeric
+  type fails when the query is bound (uncharged E001), not as it runs (trusted mode's run-time E060);
 * ``_dpsql_rand()`` is registered: a random BIGINT per row from the OS CSPRNG
   (``dpsql.noise.system_rng().words``), used by the guard's rewrite to choose which rows of a unit to keep;
 * extension autoload/autoinstall and Python replacement scans are off from the start,
@@ -18,6 +19,7 @@ charged DPSQL-E080, whose text holds no data (DuckDB's own messages quote values
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -165,7 +167,7 @@ class Executor:
 def _default_install() -> Callable[[duckdb.DuckDBPyConnection], Any]:
     from .duck import install  # the binding: dp_* macros and their UDFs
 
-    return install
+    return functools.partial(install, guarded=True)
 
 
 def _literal(text: str) -> str:

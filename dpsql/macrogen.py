@@ -6,8 +6,10 @@ stale (tests/test_surface.py runs the same comparison).  Each macro feeds the bi
 the function does not take; the helpers they call (``_dpsql_native``, ``_dpsql_n``, ...) are hand-written in
 ``sql/native.sql``.  Like the surface, this module imports only the standard library and the surface.
 
+>>> print(macro(FUNCTIONS["dp_median"]).splitlines()[0])
+CREATE OR REPLACE TEMP MACRO dp_median(x DOUBLE, epsilon := NULL, lower := NULL, upper := NULL, method := NULL,
 >>> print(macro(FUNCTIONS["dp_median"]).splitlines()[-1])
-    _dpsql_agg('quantile', list(x), 0.5, epsilon, rho, delta, lower, upper, method, beta);
+    CAST(_dpsql_not_numeric('dp_median', x) AS DOUBLE);
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import sys
 from pathlib import Path
 
 from .surface import (
+    CI_FIELDS,
     CI_SUFFIX,
     FUNCTIONS,
     PLAIN_FUNCTIONS,
     VALUE,
+    VALUE_TYPE,
     Function,
     call_parameters,
     parameters_of,
@@ -27,7 +31,7 @@ from .surface import (
     sql_literal,
 )
 
-__all__ = ["macro", "macros_sql", "native_parameters", "NATIVE", "MACRO_FILE"]
+__all__ = ["body", "macro", "macros_sql", "native_parameters", "NATIVE", "MACRO_FILE"]
 
 #: the file this module writes (the binding runs sql/native.sql, then this one)
 MACRO_FILE = "macros.sql"
@@ -54,6 +58,11 @@ HEADER = f"""\
 -- dp_f{CI_SUFFIX}: dp_f's arguments plus level, STRUCT(value DOUBLE, lo DOUBLE, hi DOUBLE) from one release
 -- (value has dp_f's law, same cost), list route only; counts pass DuckDB's count as n, the rest list(x):
 -- _dpsql_agg_ci(agg, list, n, {", ".join(call_parameters(True))}).
+-- Type errors (issue 14): a function of a numeric value has two overloads.  The first takes x {VALUE_TYPE}, which
+-- DuckDB matches by an implicit cast from every integer width, DECIMAL and FLOAT (and NULL); a value of any
+-- other type (VARCHAR, BOOLEAN, DATE, a list, ...) binds to the second, untyped one, whose _dpsql_not_numeric
+-- (sql/native.sql) raises "DPSQL-E060: dp_f: its value must be numeric; <value> is <TYPE> (...)", the guarded
+-- session's message.  dp_count and dp_count_ci count a value of any type.
 -- Macros are TEMP so that install works on read-only databases.
 """
 
@@ -97,32 +106,50 @@ def _call(udf: str, leading: list[str], fn: Function, names: tuple[str, ...], en
     return _wrap(prefix + udf + "(", leading + _arguments(fn, names), ")" + end, len(prefix) + len(udf) + 1)
 
 
-def _body(fn: Function) -> str:
+def body(fn: Function) -> str:
+    """The body of ``fn``'s macro (of its typed overload, for a function of a numeric value), without ``;``."""
     release = sql_literal(fn.release)
     count = "count(x)" if VALUE in fn.positional else "count(*)"
     if fn.interval:
         if fn.aggregate == "count":
-            return _call("_dpsql_agg_ci", [release, "NULL", count], fn, call_parameters(True), ";")
-        return _call("_dpsql_agg_ci", [release, "list(x)", "NULL"], fn, call_parameters(True), ";")
+            return _call("_dpsql_agg_ci", [release, "NULL", count], fn, call_parameters(True), "")
+        return _call("_dpsql_agg_ci", [release, "list(x)", "NULL"], fn, call_parameters(True), "")
     if fn.aggregate == "count":
-        return _call("_dpsql_count", [count], fn, fn.named, ";")
+        return _call("_dpsql_count", [count], fn, fn.named, "")
     if fn.aggregate in NATIVE:
         k1, k2 = NATIVE[fn.aggregate]
         return "\n".join([
             "    CASE WHEN _dpsql_native(method, lower, upper)",
             _call("_dpsql_fin", [release, "_dpsql_n(x)", k1, k2], fn, native_parameters(), "", prefix="    THEN "),
-            _call("_dpsql_agg", [release, "list(x)"], fn, call_parameters(), " END;", prefix="    ELSE "),
+            _call("_dpsql_agg", [release, "list(x)"], fn, call_parameters(), " END", prefix="    ELSE "),
         ])
-    return _call("_dpsql_agg", [release, "list(x)"], fn, call_parameters(), ";")
+    return _call("_dpsql_agg", [release, "list(x)"], fn, call_parameters(), "")
+
+
+def _result_type(fn: Function) -> str:
+    """The SQL type ``fn`` returns: DOUBLE, or the STRUCT of a dp_*_ci twin."""
+    if fn.interval:
+        return "STRUCT(" + ", ".join(f"{f} DOUBLE" for f in CI_FIELDS) + ")"
+    return "DOUBLE"
 
 
 def macro(fn: Function) -> str:
-    """``CREATE OR REPLACE TEMP MACRO <signature> AS <body>;`` for one dp_* function."""
+    """``CREATE OR REPLACE TEMP MACRO <signature> AS <body>;`` for one dp_* function.  A function of a numeric
+    value has two overloads: ``(x DOUBLE, ...) AS <body>`` and ``(x, ...) AS <DPSQL-E060 type error>``; DuckDB
+    takes the first for every numeric type and the second for any other."""
     head = "CREATE OR REPLACE TEMP MACRO "
     sig = signature(fn)
     name, _, args = sig.partition("(")
     items = args[:-1].split(", ") if args[:-1] else []
-    return _wrap(f"{head}{name}(", items, ") AS", len(head) + len(name) + 1) + "\n" + _body(fn)
+    if fn.value != "NUMERIC":
+        return _wrap(f"{head}{name}(", items, ") AS", len(head) + len(name) + 1) + "\n" + body(fn) + ";"
+    typed = [f"{VALUE} {VALUE_TYPE}" if item == VALUE else item for item in items]
+    return "\n".join([
+        _wrap(f"{head}{name}(", typed, ") AS", len(head) + len(name) + 1),
+        body(fn) + ",",
+        _wrap("    (", items, ") AS", 5),
+        f"    CAST(_dpsql_not_numeric({sql_literal(fn.name)}, {VALUE}) AS {_result_type(fn)});",
+    ])
 
 
 def macros_sql() -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "PLAIN_FUNCTIONS",
     "AGGREGATE_FUNCTIONS",
     "VALUE",
+    "VALUE_TYPE",
     "NAMED",
     "COUNT_NAMED",
     "CI_SUFFIX",
@@ -84,6 +85,10 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 
 #: the value argument: the column the aggregate reads
 VALUE = "x"
+#: what a ``NUMERIC`` value is converted to: the type of the macros' value parameter (``dp_mean(x DOUBLE, ...)``,
+#: which DuckDB matches by an implicit cast from every integer width, DECIMAL and FLOAT); any other type binds
+#: to the macro's second, untyped overload, which raises DPSQL-E060 naming the value and its type
+VALUE_TYPE = "DOUBLE"
 #: the named arguments of every dp_* function but the counts, in the macros' order (pg_proc shows it)
 NAMED = ("epsilon", "lower", "upper", "method", "rho", "delta", "beta")
 #: dp_count and dp_count_star accept only these

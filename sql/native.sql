@@ -54,3 +54,16 @@ CREATE OR REPLACE TEMP MACRO _dpsql_k_mom2(x, lower, upper) AS
     _dpsql_ksum((_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper))
                    * (_dpsql_v(x, lower, upper) - _dpsql_c(lower, upper)),
                 _dpsql_h(lower, upper) * _dpsql_h(lower, upper));
+
+-- Type errors (issue 14).  A dp_* function of a numeric value has a second, untyped overload (sql/macros.sql)
+-- that DuckDB binds for a value of any non-numeric type; it calls this, which raises the guarded session's
+-- DPSQL-E060 message naming the value (its text in the query) and its type, never a data value.  It is an
+-- aggregate (any_value), so the query keeps its shape: the error fires as the query runs, for every group, and
+-- for a query without GROUP BY also on an empty table (one group); a GROUP BY query over no rows has no group to
+-- raise it for and returns no rows.  alias(any_value(x)) is the text any_value(<value>); typeof is the type.
+CREATE OR REPLACE TEMP MACRO _dpsql_value_text(a) AS regexp_extract(alias(a), '^any_value\((.*)\)$', 1);
+
+CREATE OR REPLACE TEMP MACRO _dpsql_not_numeric(fn, x) AS
+    error('DPSQL-E060: ' || fn || ': its value must be numeric; ' || _dpsql_value_text(any_value(x)) || ' is '
+          || typeof(any_value(x)) || ' (convert it, e.g. TRY_CAST(' || _dpsql_value_text(any_value(x))
+          || ' AS DOUBLE), or count it with dp_count)');

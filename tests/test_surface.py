@@ -55,13 +55,19 @@ def test_binding_and_generator_agree():
 
 
 def test_installed_macros_have_the_declared_signatures():
+    """Every overload has the declared parameters; a function of a numeric value has two (issue 14): x DOUBLE,
+    and an untyped one that raises DPSQL-E060 for any other type."""
     con = dpsql.install(duckdb.connect())
-    rows = con.execute("SELECT function_name, parameters FROM duckdb_functions() WHERE function_type = 'macro' "
-                       "AND function_name LIKE 'dp\\_%' ESCAPE '\\'").fetchall()
-    installed = {name: list(params) for name, params in rows}
+    rows = con.execute("SELECT function_name, parameters, parameter_types FROM duckdb_functions() "
+                       "WHERE function_type = 'macro' AND function_name LIKE 'dp\\_%' ESCAPE '\\'").fetchall()
+    installed: dict[str, list] = {}
+    for name, params, types in rows:
+        installed.setdefault(name, []).append((list(params), (list(types) + [None])[0]))
     assert set(installed) == set(FUNCTIONS)
     for name, fn in FUNCTIONS.items():
-        assert installed[name] == [*fn.positional, *fn.named], name
+        assert all(p == [*fn.positional, *fn.named] for p, _ in installed[name]), name
+        value_types = sorted(str(t) for _, t in installed[name])
+        assert value_types == (["DOUBLE", "None"] if fn.value == "NUMERIC" else ["None"]), name
     con.close()
 
 

@@ -115,9 +115,10 @@ def test_parameter_errors(con, sql, word):
         con.sql(sql).fetchall()
 
 
-def test_non_numeric_column_is_a_bind_error(con):
+def test_non_numeric_column_raises_dpsql_e060(con):  # issue 14; every function and type: test_duck_types.py
     con.execute("CREATE TABLE s AS SELECT 'a' AS x")
-    with pytest.raises(duckdb.BinderException):
+    with pytest.raises(duckdb.InvalidInputException, match=r"^Invalid Input Error: DPSQL-E060: dp_mean: its value "
+                       r"must be numeric; x is VARCHAR \(convert it"):
         con.sql("SELECT dp_mean(x, epsilon := 1) FROM s").fetchall()
 
 

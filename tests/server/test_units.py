@@ -336,7 +336,7 @@ def test_catalog_lists_every_dp_function() -> None:
     source = cat.execute("SELECT pg_catalog.pg_get_functiondef('dp_median'::pg_catalog.regproc::pg_catalog.oid) "
                          "AS d").column(0).to_pylist()[0]  # psql's and pgcli's \\sf dp_median
     assert source.startswith("-- dpsql: differentially private median; charged to your budget")
-    assert "\nCREATE OR REPLACE TEMP MACRO dp_median(x, epsilon := NULL, " in source and source.endswith(";")
+    assert "\nCREATE OR REPLACE TEMP MACRO dp_median(x DOUBLE, epsilon := NULL, " in source and source.endswith(";")
     params = cat.execute("SELECT parameter_name, data_type FROM information_schema.parameters WHERE specific_name = "
                          "(SELECT specific_name FROM information_schema.routines WHERE routine_name = "
                          "'dp_count_star') ORDER BY ordinal_position").to_pylist()

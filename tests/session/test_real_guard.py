@@ -254,3 +254,19 @@ def test_ci_parameters_are_checked_before_the_data_is_read(real, db: Path, tripw
         real.sql(sql)
     assert err.value.code == "DPSQL-E060" and "level" in err.value.message
     assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
+
+
+@pytest.mark.parametrize(("sql", "code"), [
+    ("SELECT dp_mean(note, epsilon := 0.5) FROM visits", "DPSQL-E060"),  # a table column: the guard says why
+    ("SELECT dp_mean(upper(note), epsilon := 0.5) FROM visits", "DPSQL-E001"),  # derived: DuckDB cannot bind it
+    ("SELECT clinic, dp_median_ci(cost > 10, epsilon := 0.5) FROM visits GROUP BY clinic", "DPSQL-E001"),
+])
+def test_a_non_numeric_value_is_refused_before_the_charge(real, db: Path, tripwire, sql: str, code: str) -> None:
+    """Issue 14: trusted mode raises DPSQL-E060 for a non-numeric value as the query runs; a guarded session's
+    executor installs the binding with guarded=True, so a value the guard cannot type still fails at bind time,
+    uncharged, and never as a charged run-time error (E080)."""
+    tripwire.armed = True
+    with pytest.raises(PrivacyError) as err:
+        real.sql(sql)
+    assert err.value.code == code and CANARY not in str(err.value)
+    assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
