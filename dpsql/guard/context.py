@@ -1,7 +1,11 @@
-"""State shared by the guard's passes: the tree, the catalog, and what the analysis found.
+"""State shared by the guard's privacy analyses and the rewrites after them: the tree, the catalog, and what
+the analysis found.
 
-Every pass is a function ``pass_(ctx) -> None`` that either raises :class:`~dpsql.errors.PrivacyError`
-or records facts on the context (and, for rewrites, edits ``ctx.tree``).
+The passes before the analysis are pure functions of the tree (``guard.plan`` composes them).  The analyses
+(``ANALYSES``: lineage, joins, fan-out, groups, parameters, partition selection, cost) are still functions
+``pass_(ctx) -> None`` that either raise :class:`~dpsql.errors.PrivacyError` or record facts on the context,
+and the rewrites after them (``REWRITES``) edit ``ctx.tree`` in place (issue 16, item 6: still to be made
+facts-returning analyses and pure ``(tree, facts) -> tree`` rewrites).
 """
 
 from __future__ import annotations
@@ -99,10 +103,6 @@ class Context:
     private: list[exp.Select] = field(default_factory=list)  # selects reading protected rows
     delta: decimal.Decimal = decimal.Decimal(0)
     cost: decimal.Decimal = decimal.Decimal(0)
-    #: set by a pass that answers the query itself (a zero-row probe, a pick-list): the remaining checks
-    #: and rewrites are skipped and ``tree`` is what runs (or, ``schema_only``, is only bound)
-    final: bool = False
-    schema_only: bool = False
 
     @property
     def calls(self) -> list[DpCall]:
