@@ -120,7 +120,7 @@ def test_mean_and_sum_far_from_zero(aggregate):
             assert np.nanmedian(np.abs(out / x.sum() - 1)) < 10.0 / n
 
 
-@pytest.mark.parametrize("aggregate", ["mean", "sum"])
+@pytest.mark.parametrize("aggregate", ["mean", "sum", "median"])
 @pytest.mark.parametrize(("kind", "n"), [("far", 300), ("far", 600), ("integer", 350), ("far", 2000)])
 def test_no_catastrophe_where_the_range_route_begins(aggregate, kind, n):
     """Issue 12's tail at n eps ~ 300 (between the panel's cells): with one split for every range-route group
@@ -128,9 +128,12 @@ def test_no_catastrophe_where_the_range_route_begins(aggregate, kind, n):
     (larger shares below n_hat eps = LOW_UNTIL) keeps every one of 400 runs within 100 scale units."""
     g = np.random.default_rng(n)
     x = g.normal(1e6, 10.0, n) if kind == "far" else g.integers(0, 10, n).astype(float)
-    out = run(aggregate, Batch.from_lists([x] * 400), Params(epsilon=1.0), method="scalefree",
+    core, p = ("quantile", 0.5) if aggregate == "median" else (aggregate, None)
+    out = run(core, Batch.from_lists([x] * 400), Params(epsilon=1.0, p=p), method="scalefree",
               rng=Rng.seeded(n + 17))
-    if aggregate == "mean":
+    if aggregate == "median":
+        err = np.abs(out - np.median(x)) / (np.subtract(*np.percentile(x, [75, 25])) or 1.0)
+    elif aggregate == "mean":
         err = np.abs(out - x.mean()) / (np.subtract(*np.percentile(x, [75, 25])) or 1.0)
     else:
         err = np.abs(out - x.sum()) / np.abs(x).sum()
@@ -160,7 +163,8 @@ def test_interval_covers_in_the_low_class(aggregate):
 
 
 def test_mean_and_sum_splits_add_up():
-    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW, S.SPLIT_NEAR, S.SPLIT_TAIL):
+    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW, S.SPLIT_NEAR, S.SPLIT_TAIL,
+               S.SPLIT, S.SPLIT_LOW):
         assert abs(sum(sp.values()) - 1.0) < 1e-12, sp
     assert S.SPLIT_MEAN["count"] == S.SPLIT_MEAN_LOW["count"] == S.SPLIT_SUM["count"] == S.SPLIT_FEW["count"]
     assert abs(sum(S.SUM_FEW.values()) - 1.0) < 1e-12
