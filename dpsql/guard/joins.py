@@ -23,6 +23,7 @@ DPSQL-E040
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import UnionType
 
 from sqlglot import exp
 
@@ -58,12 +59,7 @@ def _joins_on_unit(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
     if on is None:
         return False
     suspicious = False
-    for c in _conjuncts(on):
-        if not (isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and isinstance(c.right, exp.Column)):
-            continue
-        a, b = resolve(srcs, c.left), resolve(srcs, c.right)
-        if a is None or b is None:
-            continue
+    for a, b in _column_equalities(srcs, on):
         for x, y in ((a, b), (b, a)):
             if x[0] == right and y[0] in left:
                 if is_unit(srcs, x) and is_unit(srcs, y):
@@ -73,6 +69,17 @@ def _joins_on_unit(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
     if suspicious:
         raise refuse("041", "the join equates the privacy unit with a column that is not the unit")
     return False
+
+
+def _column_equalities(srcs: Sources, on: exp.Expression | None, ops: type | UnionType = exp.EQ
+                       ) -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
+    """The resolved (alias, column) pairs of each ``column = column`` conjunct of ``on`` (an ``ops`` node);
+    conjuncts of another form, or whose columns do not resolve, are skipped.  ``on`` None: none."""
+    for c in _conjuncts(on) if on is not None else []:
+        if isinstance(c, ops) and isinstance(c.left, exp.Column) and isinstance(c.right, exp.Column):
+            a, b = resolve(srcs, c.left), resolve(srcs, c.right)
+            if a is not None and b is not None:
+                yield a, b
 
 
 def _key_list_join(srcs: Sources, join: exp.Join, right: str, left: list[str]) -> bool:
@@ -96,11 +103,9 @@ def _key_list_join(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
     if on is None:
         return False
     joined = False
-    for c in _conjuncts(on):
-        if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and isinstance(c.right, exp.Column):
-            a, b = resolve(srcs, c.left), resolve(srcs, c.right)
-            if a is not None and b is not None and {a[0], b[0]} & {right} and ({a[0], b[0]} - {right}) <= set(left):
-                joined = joined or a[0] != b[0]
+    for a, b in _column_equalities(srcs, on):
+        if {a[0], b[0]} & {right} and ({a[0], b[0]} - {right}) <= set(left):
+            joined = joined or a[0] != b[0]
     select = join.parent
     from .groups import _keys
 
@@ -111,14 +116,10 @@ def _key_list_join(srcs: Sources, join: exp.Join, right: str, left: list[str]) -
 
 def _no_unit_list(srcs: Sources, join: exp.Join) -> None:
     """A VALUES list equated with the privacy unit would list persons as groups: E032, like GROUP BY unit."""
-    on = join.args.get("on")
-    for c in _conjuncts(on) if on is not None else []:
-        if isinstance(c, exp.EQ | exp.NullSafeEQ) and isinstance(c.left, exp.Column) and \
-                isinstance(c.right, exp.Column):
-            a, b = resolve(srcs, c.left), resolve(srcs, c.right)
-            for x, y in ((a, b), (b, a)):
-                if x is not None and y is not None and is_unit(srcs, x) and isinstance(srcs[y[0]][0], exp.Values):
-                    raise refuse("032", "a key list may not list privacy units (that groups by the unit)")
+    for a, b in _column_equalities(srcs, join.args.get("on"), exp.EQ | exp.NullSafeEQ):
+        for x, y in ((a, b), (b, a)):
+            if is_unit(srcs, x) and isinstance(srcs[y[0]][0], exp.Values):
+                raise refuse("032", "a key list may not list privacy units (that groups by the unit)")
     for ident in join.args.get("using") or []:
         name = ident.name.lower()
         aliases = [a for a, (_, i, _) in srcs.items() if name in [c.lower() for c in i.columns]]
