@@ -79,7 +79,7 @@ SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 ROUTE = 100.0
 #: the near route's floor lies within these octaves of the released centre's magnitude (:func:`_near_exponent`)
 NEAR_CLAMP = (-60, 3)
-#: the near route's split: the floor takes 0.20 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
+#: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
 
@@ -448,7 +448,8 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
            params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A clipping range ``[c - r, c + r]`` (eps_centre + eps_radius, pure), intersected with public bounds.
 
-    ``c``: the median on the log-uniform codes (eps_centre).  ``r = min(scan, CAP_SLACK cap)``.  The scan: seed
+    ``c``: the median on the log-uniform codes (eps_centre).  ``r``: the scan, cut to ``CAP_SLACK cap`` where
+    it exceeds the cap CAP_TRUST-fold.  The scan: seed
     003's radius scan around c (``SCAN eps_radius``) with monotone AboveThreshold accounting (Lyu, Su & Li
     2017: adding a row moves every ``-#outside`` by 0 or -1), stopping once at most ``OUTSIDE / eps_scan``
     rows lie outside (the noise's own scale: clipping those few rows biases the sum by less than the
