@@ -8,6 +8,7 @@ sensitivity it assumes and the privacy it gives.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +30,9 @@ __all__ = [
     "snap",
     "quantile_em",
     "rank_em",
+    "rank_window",
+    "propose",
+    "RankWindow",
     "GridCodes",
     "seg_search",
     "pow2_floor",
@@ -507,6 +511,57 @@ def rank_em(
     <= 2**-TAIL_BITS``, so a retry happens with probability below 2**-12.  Work: O(W + ties near the
     target) per group after the sort, instead of O(n); small groups fall back to the whole domain.
     """
+    charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
+    win = rank_window(codes, offsets, K, target, window, epsilon, reach)
+    t, start, stop, w, half = win.t, win.start, win.stop, win.w, win.half
+    out = np.empty(K.size, dtype=np.int64)
+    todo = np.arange(K.size)
+    while todo.size:
+        y, is_lo, is_piece = propose(win, todo, rng)
+        ok = is_piece.copy()
+        tail = np.flatnonzero(~is_piece)
+        if tail.size:
+            tg = todo[tail]
+            yt = y[tail]
+            f_le = seg_search(codes, start[tg], stop[tg], yt + w, "right") - start[tg]
+            g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left") - start[tg]
+            lt = np.maximum(0.0, np.maximum(t[tg] - f_le, g_lt - t[tg]))
+            env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
+            # accept with probability exp(-eps (l - L) / 2): E ~ Exp(1) (tail-exact) exceeds eps (l - L) / 2;
+            # a log-space test keeps tiny acceptance probabilities exact instead of rounding them to 0
+            ok[tail] = rng.exponential(tail.size) >= half * (lt - env)
+        out[todo[ok]] = y[ok]
+        todo = todo[~ok]
+    return out
+
+
+class RankWindow(NamedTuple):
+    """The candidates of :func:`rank_em` (lower tail, the pieces of the window, upper tail per group) and what
+    its rejection step needs: built by :func:`rank_window`, sampled by :func:`propose`."""
+
+    t: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    w: int
+    half: float
+    K: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    L_lo: np.ndarray
+    L_hi: np.ndarray
+    lw: np.ndarray
+    cand_off: np.ndarray
+    npieces: np.ndarray
+    pg: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+
+
+def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: np.ndarray, window: int,
+                epsilon: float, reach: int | None = None) -> RankWindow:
+    """:func:`rank_em`'s candidates (its docstring): reads the codes at ranks ``floor(t) - W`` and ``ceil(t) +
+    W``, binary-searches each group for the codes that can move the loss inside the window and reads those;
+    nothing else (so a caller may pass a codes object that knows only those positions).  Draws nothing."""
     G = K.size
     K = np.asarray(K, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -514,7 +569,6 @@ def rank_em(
     sizes = stop - start
     t = np.broadcast_to(np.asarray(target, dtype=np.float64), (G,))
     w = int(window)
-    charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
     half = epsilon / 2.0
     if reach is None:
         W = np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
@@ -555,31 +609,21 @@ def rank_em(
     lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(K - B, 1).astype(np.float64)) - half * L_hi, -np.inf)
     piece_pos = np.arange(pg.size) + 2 * pg + 1
     lw[piece_pos] = lw_piece
-    out = np.empty(G, dtype=np.int64)
-    todo = np.arange(G)
-    while todo.size:
-        sidx, soff = _ranges(cand_off[todo], cand_off[todo + 1])
-        pick = sidx[exponential_mechanism(lw[sidx], soff, rng)]
-        local = pick - cand_off[todo]
-        is_lo = local == 0
-        is_hi = local == npieces[todo] + 1
-        is_piece = ~(is_lo | is_hi)
-        j = np.clip(pick - 2 * todo - 1, 0, max(pg.size - 1, 0))
-        lo_y = np.where(is_lo, 0, np.where(is_hi, B[todo] + 1, left[j] if pg.size else 0))
-        hi_y = np.where(is_lo, A[todo] - 1, np.where(is_hi, K[todo], right[j] if pg.size else 0))
-        y = rng.integers(lo_y, hi_y)
-        ok = is_piece.copy()
-        tail = np.flatnonzero(~is_piece)
-        if tail.size:
-            tg = todo[tail]
-            yt = y[tail]
-            f_le = seg_search(codes, start[tg], stop[tg], yt + w, "right") - start[tg]
-            g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left") - start[tg]
-            lt = np.maximum(0.0, np.maximum(t[tg] - f_le, g_lt - t[tg]))
-            env = np.where(is_lo[tail], L_lo[tg], L_hi[tg])
-            # accept with probability exp(-eps (l - L) / 2): E ~ Exp(1) (tail-exact) exceeds eps (l - L) / 2;
-            # a log-space test keeps tiny acceptance probabilities exact instead of rounding them to 0
-            ok[tail] = rng.exponential(tail.size) >= half * (lt - env)
-        out[todo[ok]] = y[ok]
-        todo = todo[~ok]
-    return out
+    return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right)
+
+
+def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One round of :func:`rank_em`'s sampler for the groups ``todo``: Gumbel-max over their candidates, then a
+    uniform integer inside the pick.  Returns (y, picked the lower tail, picked a piece); a tail's y still needs
+    the acceptance test."""
+    cand_off, npieces, pg, left, right = win.cand_off, win.npieces, win.pg, win.left, win.right
+    sidx, soff = _ranges(cand_off[todo], cand_off[todo + 1])
+    pick = sidx[exponential_mechanism(win.lw[sidx], soff, rng)]
+    local = pick - cand_off[todo]
+    is_lo = local == 0
+    is_hi = local == npieces[todo] + 1
+    is_piece = ~(is_lo | is_hi)
+    j = np.clip(pick - 2 * todo - 1, 0, max(pg.size - 1, 0))
+    lo_y = np.where(is_lo, 0, np.where(is_hi, win.B[todo] + 1, left[j] if pg.size else 0))
+    hi_y = np.where(is_lo, win.A[todo] - 1, np.where(is_hi, win.K[todo], right[j] if pg.size else 0))
+    return rng.integers(lo_y, hi_y), is_lo, is_piece
