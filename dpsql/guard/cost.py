@@ -18,10 +18,10 @@ QUANTUM = decimal.Decimal("1e-18")
 
 def total(costs: list[decimal.Decimal]) -> decimal.Decimal:
     """Exact sum, rounded up to the ledger's quantum."""
-    exact = sum(costs, decimal.Decimal(0))
-    if exact == 0:
-        return decimal.Decimal(0)
     with decimal.localcontext(decimal.Context(prec=120)):
+        exact = sum(costs, decimal.Decimal(0))
+        if exact == 0:
+            return decimal.Decimal(0)
         return exact.quantize(QUANTUM, rounding=decimal.ROUND_CEILING)
 
 

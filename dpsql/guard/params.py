@@ -93,7 +93,9 @@ def _exact(call: DpCall, accounting: str) -> decimal.Decimal:
     if call.notion == "pure":
         text = call.texts.get("epsilon")
         eps = decimal.Decimal(text) if text and float(text) == call.value else decimal.Decimal(call.value)
-        return EXACT.multiply(eps, m) if accounting == "pure" else EXACT.multiply(EXACT.multiply(eps, eps) / 2, m * m)
+        if accounting == "pure":
+            return EXACT.multiply(eps, m)
+        return EXACT.multiply(EXACT.divide(EXACT.multiply(eps, eps), 2), m * m)  # in EXACT: no 28-digit halving
     if accounting == "pure":
         raise refuse("060", f"{call.function}: method {call.method!r} is zCDP; this budget is pure epsilon-DP")
     text = call.texts.get("rho")

@@ -64,6 +64,14 @@ def test_zcdp_accounting_converts_pure_eps() -> None:
     assert p.cost == Decimal("0.045")  # (0.1^2 / 2) * 3^2
 
 
+def test_zcdp_cost_of_a_long_epsilon_is_rounded_up_from_the_exact_value() -> None:
+    """(eps^2 / 2) k^2 of a 17-digit eps has 35 digits.  Halved at Python's default 28-digit precision it lost its
+    tail and the total rounded up to ...108, below the exact cost; exactly it is charged ...109."""
+    p = plan("SELECT dp_count(*, epsilon := 0.30000000000000004) FROM visits", hospital_catalog(accounting="zcdp"))
+    assert p.mechanisms[0]["cost"] == "0.4050000000000001080000000000000072"
+    assert p.cost == Decimal("0.405000000000000109")
+
+
 def test_zcdp_method_charged_in_rho() -> None:
     sql = "SELECT dp_mean(cost, rho := 0.01, method := 'shifted_cm_gauss') FROM visits"
     p = plan(sql, hospital_catalog(accounting="zcdp"))
