@@ -74,8 +74,9 @@ _COUNT_PARAM_NAMES = FUNCTIONS["dp_count"].named
 _SQL_FILES = ("native.sql", "macros.sql")
 #: install(guarded=True), the guarded session's executor: a dp_* call on a non-numeric value fails when DuckDB
 #: binds the query (the value goes to a macro that takes only a DOUBLE, which it did not match), which the session
-#: refuses uncharged (DPSQL-E001) before any data is read, rather than as the charged query runs (the guard
-#: itself refuses table columns of a non-numeric type with E060)
+#: refuses uncharged before any data is read, rather than as the charged query runs (the guard itself refuses
+#: table columns of a non-numeric type with E060; the session names a derived one by binding zero-row probes,
+#: dpsql.guard.value_types, and refuses it with the same E060)
 _GUARDED_SQL = ("CREATE OR REPLACE TEMP MACRO _dpsql_numeric_only(v DOUBLE) AS v",
                 "CREATE OR REPLACE TEMP MACRO _dpsql_not_numeric(fn, x) AS _dpsql_numeric_only(x)")
 #: the parameters that become fields of Params (``method`` selects the Method instead), numbers and strings; the

@@ -6,7 +6,8 @@ cannot touch any other connection.  Before any query runs:
 
 * ``dpsql.install(con, guarded=True)`` registers the dp_* macros (before ``USE``, so they live in the in-memory
   catalog, which stays on the search path after the data catalog); ``guarded``: a dp_* value of a non-numeric
-  type fails when the query is bound (uncharged E001), not as it runs (trusted mode's run-time E060);
+  type fails when the query is bound (uncharged; the session then names the value and its type, E060, by
+  binding zero-row probes: :meth:`Executor.bind_types`), not as it runs (trusted mode's run-time E060);
 * ``_dpsql_rand()`` is registered: a random BIGINT per row from the OS CSPRNG
   (``dpsql.noise.system_rng().words``), used by the guard's rewrite to choose which rows of a unit to keep;
 * extension autoload/autoinstall and Python replacement scans are off from the start,
@@ -118,6 +119,15 @@ class Executor:
                 raise
             except Exception:
                 raise PrivacyError("DPSQL-E001", "the checked query could not be bound by DuckDB") from None
+
+    def bind_types(self, sql: str) -> list[str] | None:
+        """The result types of ``sql`` as DuckDB binds it (schema only: nothing runs, no row is read), or None
+        if it does not bind; for the session's diagnosis of a checked query that did not bind."""
+        with self._lock:
+            try:
+                return [str(t) for t in self.con.sql(sql).types]
+            except Exception:  # noqa: BLE001 - a probe that does not bind says nothing
+                return None
 
     def empty(self, prepared: Prepared) -> pa.Table:
         """An empty table with the prepared query's columns and types, without running that query: the

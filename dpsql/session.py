@@ -324,7 +324,23 @@ class Session:
             raise
         except Exception as exc:  # a guard bug must fail closed, uncharged
             raise PrivacyError("DPSQL-E001", "the query could not be checked") from exc
-        return plan, self._executor.prepare(plan.sql)
+        try:
+            return plan, self._executor.prepare(plan.sql)
+        except PrivacyError as exc:
+            if exc.code == "DPSQL-E001":
+                self._explain_bind_failure(sql, catalog)
+            raise
+
+    def _explain_bind_failure(self, sql: str, catalog: Catalog) -> None:
+        """Raise the schema-level cause of a checked query that DuckDB did not bind, if it is a dp_* value of a
+        non-numeric type (DPSQL-E060, issue 14; :mod:`dpsql.guard.value_types`): each probe is only bound,
+        so the answer depends on the query and the schema, and nothing has been charged."""
+        from .guard.value_types import numeric, type_error, value_probes
+
+        for probe in value_probes(sql, catalog):
+            types = self._executor.bind_types(probe.sql)
+            if types and len(types) == 1 and not numeric(types[0]):
+                raise type_error(probe.function, probe.text, types[0]) from None
 
     def _pad(self, started: float) -> None:
         """Sleep until the time since ``started`` is a whole number of latency quanta (if one is set), so

@@ -11,6 +11,9 @@ from dpsql.cli import main
 
 from .harness import PASSWORD
 
+E060_CARRIER = ("DPSQL-E060: dp_mean: its value must be numeric; carrier || 'x' is VARCHAR (convert it, e.g. "
+                "TRY_CAST(carrier || 'x' AS DOUBLE), or count it with dp_count)")
+
 
 def dsn(addr: tuple[str, int]) -> str:
     return f"host={addr[0]} port={addr[1]} user=alice password={PASSWORD} dbname=flights sslmode=disable"
@@ -31,6 +34,9 @@ def test_server_over_real_session(real_server, real_db) -> None:
         with pytest.raises(psycopg.Error) as e:
             c.execute("SELECT dep_delay FROM flights")
         assert str(e.value).startswith("DPSQL-E0")
+        with pytest.raises(psycopg.Error) as e:  # issue 14: a derived non-numeric value, named, uncharged
+            c.execute("SELECT dp_mean(carrier || 'x', epsilon := 0.5) FROM flights")
+        assert e.value.diag.message_primary == E060_CARRIER
         tables = c.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
         assert tables == [("airlines",), ("flights",)]
         assert c.execute("SHOW dpsql.budget").fetchone()[2] == Decimal("9.5")
@@ -47,6 +53,9 @@ def test_cli_query_and_admin(real_db) -> None:
     assert "charged 0.25" in r.stderr
     r = runner.invoke(main, ["query", real_db, "-a", "alice", "SELECT * FROM flights"])
     assert r.exit_code == 1 and "Error: DPSQL-E0" in r.stderr
+    r = runner.invoke(main, ["query", real_db, "-a", "alice",
+                             "SELECT carrier, dp_mean(carrier || 'x', epsilon := 0.25) FROM flights GROUP BY carrier"])
+    assert r.exit_code == 1 and r.stderr.strip() == f"Error: {E060_CARRIER}"
     r = runner.invoke(main, ["query", real_db, "-a", "alice", "--format", "json",
                              "SELECT dp_mean(dep_delay, epsilon := 0.25) AS m FROM flights"])
     assert r.exit_code == 0 and r.stdout.startswith('[{"m": ')

@@ -7,6 +7,7 @@ import importlib.util
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import CANARY, make_db
 
@@ -256,17 +257,57 @@ def test_ci_parameters_are_checked_before_the_data_is_read(real, db: Path, tripw
     assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
 
 
-@pytest.mark.parametrize(("sql", "code"), [
-    ("SELECT dp_mean(note, epsilon := 0.5) FROM visits", "DPSQL-E060"),  # a table column: the guard says why
-    ("SELECT dp_mean(upper(note), epsilon := 0.5) FROM visits", "DPSQL-E001"),  # derived: DuckDB cannot bind it
-    ("SELECT clinic, dp_median_ci(cost > 10, epsilon := 0.5) FROM visits GROUP BY clinic", "DPSQL-E001"),
+def _e060(fn: str, text: str, typ: str) -> str:
+    return (f"DPSQL-E060: {fn}: its value must be numeric; {text} is {typ} (convert it, e.g. TRY_CAST({text} AS "
+            "DOUBLE), or count it with dp_count)")
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    # a table column: the guard says why, from the catalog
+    ("SELECT dp_mean(note, epsilon := 0.5) FROM visits", _e060("dp_mean", "note", "VARCHAR")),
+    # derived values: the checked query does not bind, and the session's probes say why (issue 14)
+    ("SELECT dp_mean(upper(note), epsilon := 0.5) FROM visits", _e060("dp_mean", "UPPER(note)", "VARCHAR")),
+    ("SELECT dp_sum(note || 'a', epsilon := 0.5) FROM visits", _e060("dp_sum", "note || 'a'", "VARCHAR")),
+    ("SELECT clinic, dp_median_ci(cost > 10, epsilon := 0.5) FROM visits GROUP BY clinic",
+     _e060("dp_median_ci", "cost > 10", "BOOLEAN")),
+    ("SELECT dp_mean(v, epsilon := 0.5) FROM (SELECT patient_id, note AS v FROM visits) q",
+     _e060("dp_mean", "v", "VARCHAR")),
+    ("WITH q AS (SELECT patient_id, DATE '2020-01-01' + patient_id AS d FROM visits) "
+     "SELECT dp_quantile(d, 0.5, epsilon := 0.5) FROM q", _e060("dp_quantile", "d", "DATE")),
+    ("SELECT dp_mean(cost, epsilon := 0.5) FILTER (WHERE cost > 1), dp_var(clinic = 'A', epsilon := 0.5) "
+     "FROM visits", _e060("dp_var", "clinic = 'A'", "BOOLEAN")),
+    ("SELECT dp_mean(v.note, epsilon := 0.5) FROM visits v JOIN clinics c ON v.clinic = c.clinic",
+     _e060("dp_mean", "v.note", "VARCHAR")),
+    # another bind failure stays the generic refusal
+    ("SELECT dp_mean(abs(note), epsilon := 0.5) FROM visits",
+     "DPSQL-E001: the checked query could not be bound by DuckDB"),
 ])
-def test_a_non_numeric_value_is_refused_before_the_charge(real, db: Path, tripwire, sql: str, code: str) -> None:
-    """Issue 14: trusted mode raises DPSQL-E060 for a non-numeric value as the query runs; a guarded session's
-    executor installs the binding with guarded=True, so a value the guard cannot type still fails at bind time,
-    uncharged, and never as a charged run-time error (E080)."""
+def test_a_non_numeric_value_is_refused_before_the_charge(real, db: Path, tripwire, sql: str, message: str) -> None:
+    """Issue 14: a non-numeric dp_* value is refused with E060 naming the value and its type before anything is
+    charged or run: a table column by the guard (catalog), a derived value by binding zero-row probes after the
+    checked query failed to bind (the guarded binding makes it a bind failure, never a charged E080)."""
     tripwire.armed = True
     with pytest.raises(PrivacyError) as err:
         real.sql(sql)
-    assert err.value.code == code and CANARY not in str(err.value)
+    assert str(err.value) == message and CANARY not in str(err.value)
     assert tripwire.calls == 0 and real.budget().spent == 0 and dpsql.admin(db).charges() == []
+
+
+def test_a_type_error_depends_on_the_schema_only(tmp_path: Path) -> None:
+    """The same text on neighbouring databases and on an empty table of the same schema."""
+    sql = "SELECT clinic, dp_mean(note || cost, epsilon := 0.5) FROM visits GROUP BY clinic"
+    messages = set()
+    for name, extra in (("a", False), ("b", True)):
+        path = make_db(tmp_path / f"{name}.duckdb", extra_patient=extra)
+        with dpsql.connect(path, analyst="alice") as s:
+            with pytest.raises(PrivacyError) as err:
+                s.sql(sql)
+            messages.add(str(err.value))
+    path = make_db(tmp_path / "empty.duckdb")
+    con = duckdb.connect(str(path))
+    con.execute("DELETE FROM visits")
+    con.close()
+    with dpsql.connect(path, analyst="alice") as s, pytest.raises(PrivacyError) as err:
+        s.sql(sql)
+    messages.add(str(err.value))
+    assert messages == {_e060("dp_mean", "note || cost", "VARCHAR")}
