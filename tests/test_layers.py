@@ -17,7 +17,7 @@ PACKAGE = Path(dpsql.__file__).resolve().parent
 #: the command line and the demo call it like any user, and nothing below it may.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("command line", ("dpsql.cli",)),
-    ("front doors", ("dpsql.shell", "dpsql.demo", "dpsql.server", "dpsql.testing")),
+    ("front doors", ("dpsql.shell", "dpsql.demo", "dpsql.server", "dpsql.testing", "dpsql.spark")),
     ("python API", ("dpsql",)),
     ("sessions", ("dpsql.session", "dpsql.administration")),
     ("session parts", ("dpsql.executor", "dpsql.budget_views")),
