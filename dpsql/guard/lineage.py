@@ -20,6 +20,7 @@ DPSQL-E020
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -85,6 +86,42 @@ def resolve(srcs: Sources, col: exp.Column) -> tuple[str, str] | None:
     if len(hits) > 1 and name in _using_names(srcs[hits[0]][0]):
         return (hits[0], name)  # a USING column: DuckDB reads it from the leftmost relation
     return (hits[0], name) if len(hits) == 1 else None
+
+
+def unresolved(srcs: Sources, col: exp.Column) -> str:
+    """Why ``col`` names no column of the SELECT's sources (issue 14: an unknown column and an ambiguous one are
+    different mistakes).  It names only the query's relations and their columns (schema), never data.
+
+    >>> v, c = ScopeInfo("public", ["uid", "clinic"]), ScopeInfo("public", ["clinic", "name"])
+    >>> srcs = {"v": (None, v, None), "c": (None, c, None)}
+    >>> unresolved(srcs, exp.column("clinc"))
+    "column 'clinc' is not a column of v or c (did you mean 'clinic'?)"
+    >>> unresolved(srcs, exp.column("clinic"))
+    "column 'clinic' is ambiguous: v and c both have it (qualify it, e.g. v.clinic)"
+    >>> unresolved(srcs, exp.column("uid", "x"))
+    "column x.uid: no table or alias 'x' in this FROM clause (it has v, c)"
+    """
+    name = col.name.lower()
+    if col.table:
+        entry = next((k for k in srcs if k.lower() == col.table.lower()), None)
+        if entry is None:
+            return (f"column {col.sql('duckdb')}: no table or alias {col.table!r} in this FROM clause"
+                    + (f" (it has {', '.join(srcs)})" if srcs else ""))
+        return f"column {col.name!r} is not a column of {entry}" + _did_you_mean(name, srcs[entry][1].columns)
+    hits = [k for k, (_, info, _) in srcs.items() if name in [c.lower() for c in info.columns]]
+    if len(hits) > 1:
+        both = "both" if len(hits) == 2 else "all"
+        return (f"column {col.name!r} is ambiguous: {' and '.join([', '.join(hits[:-1]), hits[-1]])} {both} have "
+                f"it (qualify it, e.g. {hits[0]}.{col.name})")
+    if not srcs:
+        return f"column {col.name!r} is unknown: this SELECT has no FROM clause"
+    columns = [c for _, info, _ in srcs.values() for c in info.columns]
+    return f"column {col.name!r} is not a column of {' or '.join(srcs)}" + _did_you_mean(name, columns)
+
+
+def _did_you_mean(name: str, columns: list[str]) -> str:
+    close = difflib.get_close_matches(name, [c.lower() for c in columns], n=1, cutoff=0.75)
+    return f" (did you mean {next(c for c in columns if c.lower() == close[0])!r}?)" if close else ""
 
 
 #: DuckDB's numeric types (the name before any ``(precision, scale)``)
@@ -481,7 +518,7 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and resolve(srcs, node) is None:
             if not ((has_dp or per_unit) and not node.table and node.name.lower() in aliases
                     and _post_processing(node, select)):
-                raise refuse("012", f"column {node.name!r} is unknown or ambiguous (qualify it with its table)")
+                raise refuse("012", unresolved(srcs, node))
     if select.args.get("qualify") is not None:
         raise refuse("050", "QUALIFY is not allowed over protected data")
     if select.args.get("distinct") is not None:
