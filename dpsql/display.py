@@ -2,8 +2,10 @@
 
 The ``dp_*_ci`` functions return ``STRUCT(value, lo, hi)``; :func:`format_estimate` turns one into text for
 people (the shell's boxes, ``dpsql query``, the demo).  The half-width is shown to 3 significant digits and
-the value to the same decimal place, so the text never suggests more accuracy than the interval has.  Display
-only: csv, json and the wire keep every digit.  No duckdb import (a text helper).
+the value to the same decimal place, so the text never suggests more accuracy than the interval has; plain
+numbers show 6 significant digits (integers in full), and magnitudes below ``DISPLAY_ZERO`` (1e-290: grid
+floors such as dp_var's 2**-1000 on a constant group) read as 0.  Display only: csv, json and the wire keep
+every digit.  No duckdb import (a text helper).
 
 It is the one home for rendering results as text: boxed tables, csv and json (:func:`render_box`,
 :func:`render_csv`, :func:`render_json`) and the cost line, used by ``dpsql shell``, ``dpsql query``, the
@@ -42,6 +44,10 @@ ESTIMATE_KEYS = ("value", "lo", "hi")
 SIGNIFICANT = 3  # digits of the half-width shown
 _MAX_FIXED = 1e15  # from this magnitude on, or below 10**-_MAX_DECIMALS, numbers are written like 1.23e+20
 _MAX_DECIMALS = 6
+#: magnitudes below this read as 0: dpsql's scale-free grids start at 2**-1000 (~9.3e-302), so a release there
+#: (dp_var of a constant or empty group: 9.33e-302; a sum of nothing on a fine grid: -2.8e-301) is an artefact
+#: of the grid, not a measurement (issue 14); display only
+DISPLAY_ZERO = 1e-290
 
 
 def is_estimate(v: object) -> bool:
@@ -54,7 +60,7 @@ def _num(x: Any) -> float | None:
     if x is None:
         return None
     f = float(x)
-    return None if math.isnan(f) else f
+    return None if math.isnan(f) else (0.0 if abs(f) < DISPLAY_ZERO else f)
 
 
 def _decimals(width: float) -> int:
@@ -117,6 +123,8 @@ def cell_text(v: Any) -> str:
         # last digits are noise and float artefacts (issue 14: 328510.0, -5.000000000931323): 6 significant digits
         if v != v or v in (float("inf"), float("-inf")):
             return repr(v)
+        if abs(v) < DISPLAY_ZERO:  # a grid floor or float artefact (-2.8e-301), not a measurement
+            return "0"
         if 1e6 <= abs(v) < 1e15:
             return f"{v:.0f}"
         text = f"{v:.6g}"

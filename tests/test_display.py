@@ -41,6 +41,10 @@ def test_docstring_examples() -> None:
     (None, 1.0, 2.0, "NULL"),
     (float("nan"), 1.0, 2.0, "NULL"),
     (3.25, None, 4.0, "3.25"),
+    # grid floors and float artefacts below DISPLAY_ZERO (1e-290) read as 0 (issue 14)
+    (9.332636185032827e-302, 0.0, 1.2e-301, "0 ± 0"),
+    (-2.8e-301, -INF, INF, "0 ± ∞"),
+    (0.0, -2.8e-301, 5.0, "0 [0, 5]"),
     # very large and very small magnitudes: scientific, same last digit
     (1.234e20, 1.23e20, 1.24e20, "1.23400e+20 [1.23000e+20, 1.24000e+20]"),
     (1.234e-7, 1.0e-7, 1.4e-7, "1.234e-07 [1.000e-07, 1.400e-07]"),
@@ -76,3 +80,14 @@ def test_the_shell_box_prints_an_estimate() -> None:
     assert "│ 12.35 ± 2.13 " in box and "│ -3.4 ± ∞ " in box
     assert "│ NULL " in box and "'n': 3" in box  # only a struct with exactly value, lo, hi is an estimate
     assert "12.35 +- 2.13" in render_box(["carrier", "m"], rows, unicode=False)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (328510.0, "328510"), (-5.000000000931323, "-5"), (12.092345678912345, "12.0923"), (-2.8e-301, "0"),
+    (9.332636185032827e-302, "0"), (1.5e-200, "1.5e-200"), (-0.0, "0"), (float("inf"), "inf"), (None, "NULL"),
+])
+def test_plain_numbers_read_well(value, text) -> None:
+    """Issue 14, item 5: integer-valued releases as integers, 6 significant digits, no grid-floor artefacts."""
+    from dpsql.display import cell_text
+
+    assert cell_text(value) == text
