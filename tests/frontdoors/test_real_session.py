@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -56,13 +57,16 @@ def test_cli_query_and_admin(real_db) -> None:
     r = runner.invoke(main, ["query", real_db, "-a", "alice",
                              "SELECT carrier, dp_mean(carrier || 'x', epsilon := 0.25) FROM flights GROUP BY carrier"])
     assert r.exit_code == 1 and r.stderr.strip() == f"Error: {E060_CARRIER}"
+    r = runner.invoke(main, ["query", real_db, "-a", "alice", "SELECT carrier, dp_mean_ci(dep_delay, epsilon := 0.25) "
+                             "AS m FROM flights GROUP BY carrier ORDER BY carrier"])  # issue 14: with error bars
+    assert r.exit_code == 0 and re.search(r"│ AA      │ -?\d+(\.\d+)? (± |\[)", r.stdout), r.output
     r = runner.invoke(main, ["query", real_db, "-a", "alice", "--format", "json",
                              "SELECT dp_mean(dep_delay, epsilon := 0.25) AS m FROM flights"])
     assert r.exit_code == 0 and r.stdout.startswith('[{"m": ')
     r = runner.invoke(main, ["admin", "budgets", real_db])
-    assert "alice" in r.stdout and "9.5" in r.stdout
+    assert "alice" in r.stdout and "9.25" in r.stdout
     r = runner.invoke(main, ["admin", "log", real_db, "--principal", "alice"])
-    assert r.stdout.count("│ alice ") == 2
+    assert r.stdout.count("│ alice ") == 3
     r = runner.invoke(main, ["admin", "grant", real_db, "bob", "--epsilon", "2"])
     assert r.exit_code == 0 and "bob: limit 2" in r.stdout
     r = runner.invoke(main, ["admin", "password", real_db, "bob", "--password-stdin"], input="pw\n")

@@ -79,6 +79,10 @@ def test_dpsql_shell_command_on_a_real_database(real_db: str, tmp_path: Path) ->
     child.expect_exact("dpsql> ")
     child.sendline("SELECT carrier, dp_count(dep_delay, epsilon := 1) AS n FROM flights GROUP BY carrier;")
     child.expect_exact("ε charged 1 · remaining 9")
+    child.sendline("SELECT carrier, dp_mean_ci(dep_delay, epsilon := 1) AS m FROM flights GROUP BY carrier "
+                   "ORDER BY carrier;")  # issue 14: each answer with its error bar
+    child.expect(r"│ AA      │ -?\d+(\.\d+)? (± |\[)")
+    child.expect_exact("ε charged 1 · remaining 8")
     child.sendline("SELECT dep_delay FROM flights;")
     child.expect(r"Error: DPSQL-E0\d\d: ")
     child.sendline(".quit")
@@ -179,6 +183,9 @@ def test_metadata_commands_on_a_real_database(real_db: str, tmp_path: Path) -> N
     child.expect_exact("Error: DPSQL-E001: ")
     child.expect_exact("LINE 1: SELECT carrier, dp_mean(dep_delay epsilon := 1)\r\n"
                        "                                          ^")
+    child.sendline("SELECT carrier, dp_mean(carrier || 'x', epsilon := 1) FROM flights GROUP BY carrier;")
+    child.expect_exact("Error: DPSQL-E060: dp_mean: its value must be numeric; carrier || 'x' is VARCHAR (convert "
+                       "it, e.g. TRY_CAST(carrier || 'x' AS DOUBLE), or count it with dp_count)")
     child.sendline(".budget")
     child.expect(r"│ pure\s+│\s+10 │\s+0 │\s+10 │")  # none of the above was charged
     child.sendline(".quit")
