@@ -3,7 +3,9 @@
 A :class:`Method` is a frozen record: the aggregate it computes, its name (``method := '<name>'`` in
 SQL), its privacy notion, a function that runs it on a :class:`~dpsql.core.batch.Batch`, and whether it
 needs public bounds.  Its cost is computed from the parameters alone by :func:`privacy_cost`; the
-binding, the guard and the docs all call that function, so a method is added in one place.
+binding, the guard and the docs all call that function, so a method is added in one place.  What a call is
+charged is that cost priced by :mod:`~dpsql.core.accounting`'s exact algebra (``Privacy.exact(...).charge(...)``,
+then ``total``), which the guard applies and the ledger rounds with.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ AGGREGATES = ("count", "sum", "mean", "var", "quantile", "iqr")
 #: exact answers) and would now be refused after the data were read.
 MIN_EPSILON = 1e-6
 MAX_EPSILON = 1000.0
-MIN_RHO = MIN_EPSILON**2 / 2.0  # the zCDP cost of MIN_EPSILON-DP
+MIN_RHO = pure(MIN_EPSILON).as_rho()  # the zCDP cost of MIN_EPSILON-DP
 MAX_RHO = 1000.0
 #: public bounds must lie in the data domain (values are clamped to +-2**1000 anyway)
 MAX_BOUND = 2.0**1000

@@ -1,7 +1,8 @@
 """Pass: the query's total cost (sequential composition over its dp_* calls) and the per-query cap.
 
-Each call costs its method's declared eps (pure) or rho (zCDP) times the contribution bound, as an
-exact decimal; the total is rounded up to 1e-18.
+Each call costs its method's declared eps (pure) or rho (zCDP), scaled by the contribution bound, as an
+exact decimal (:mod:`dpsql.guard.params`); the total is their exact sum rounded up once to 1e-18
+(:func:`dpsql.core.accounting.total`).
 
 >>> total([decimal.Decimal("0.1"), decimal.Decimal("0.2")])
 Decimal('0.300000000000000000')
@@ -11,18 +12,8 @@ from __future__ import annotations
 
 import decimal
 
+from ..core.accounting import total
 from .context import Context, refuse
-
-QUANTUM = decimal.Decimal("1e-18")
-
-
-def total(costs: list[decimal.Decimal]) -> decimal.Decimal:
-    """Exact sum, rounded up to the ledger's quantum."""
-    with decimal.localcontext(decimal.Context(prec=120)):
-        exact = sum(costs, decimal.Decimal(0))
-        if exact == 0:
-            return decimal.Decimal(0)
-        return exact.quantize(QUANTUM, rounding=decimal.ROUND_CEILING)
 
 
 def check_cost(ctx: Context) -> None:

@@ -21,8 +21,6 @@ from ..surface import FUNCTIONS, PARAMETERS, VALUE
 from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
 from .lineage import column_type, is_numeric_type
 
-EXACT = decimal.Context(prec=120)
-
 
 def _number(name: str, node: exp.Expression, fn: str) -> tuple[float, str]:
     sign = ""
@@ -87,24 +85,10 @@ def _literal(name: str, node: exp.Expression, fn: str) -> tuple[object, str]:
     return _number(name, node, fn)
 
 
-def _exact(call: DpCall, accounting: str) -> decimal.Decimal:
-    """The call's cost as an exact decimal: from the literal's own text where the registry used it."""
-    m = decimal.Decimal(call.multiplier)
-    if call.notion == "pure":
-        text = call.texts.get("epsilon")
-        eps = decimal.Decimal(text) if text and float(text) == call.value else decimal.Decimal(call.value)
-        if accounting == "pure":
-            return EXACT.multiply(eps, m)
-        return EXACT.multiply(EXACT.divide(EXACT.multiply(eps, eps), 2), m * m)  # in EXACT: no 28-digit halving
-    if accounting == "pure":
-        raise refuse("060", f"{call.function}: method {call.method!r} is zCDP; this budget is pure epsilon-DP")
-    text = call.texts.get("rho")
-    rho = decimal.Decimal(text) if text and float(text) == call.value else decimal.Decimal(call.value)
-    return EXACT.multiply(rho, m * m)
-
-
 def cost_call(call: DpCall, accounting: str) -> None:
-    """Fill method, notion, value and cost of ``call`` from the registry's declaration."""
+    """Fill method, notion, value and cost of ``call``: the registry's declaration, priced exactly by
+    :mod:`dpsql.core.accounting` from the literal's own text (converted to the budget's notion, scaled by the
+    contribution bound)."""
     from ..core.registry import ParameterError, get_method, privacy_cost
 
     kw = {k: v for k, v in call.params.items() if k not in ("method", "level")}
@@ -118,7 +102,12 @@ def cost_call(call: DpCall, accounting: str) -> None:
         raise refuse("060", str(e) or f"{call.function}: invalid parameters") from None
     call.notion = priv.notion
     call.value = priv.epsilon if priv.notion == "pure" else priv.rho
-    call.cost = _exact(call, accounting)
+    try:
+        call.cost = priv.exact(call.texts.get("epsilon" if priv.notion == "pure" else "rho")).charge(
+            accounting, call.multiplier)
+    except ValueError:  # a zCDP method under a pure budget
+        raise refuse("060", f"{call.function}: method {call.method!r} is zCDP; "
+                            "this budget is pure epsilon-DP") from None
 
 
 def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:

@@ -21,6 +21,7 @@ import math
 
 from sqlglot import exp
 
+from ..core.accounting import pure_epsilon
 from .context import DP_FUNCTIONS, PREFIX, Context, DpCall, refuse
 from .params import cost_call
 
@@ -40,7 +41,7 @@ def plan_selection(ctx: Context) -> None:
             if "epsilon" in call.params:
                 choices.append((float(call.params["epsilon"]), call.texts["epsilon"]))
             elif "rho" in call.params:
-                e = math.sqrt(2.0 * float(call.params["rho"]))
+                e = pure_epsilon(float(call.params["rho"]))
                 choices.append((e, repr(e)))
         if not choices:
             raise refuse("060", "partition selection needs an epsilon")

@@ -39,6 +39,7 @@ from typing import Any
 
 import duckdb
 
+from ..core.accounting import round_up  # the one rounding of an amount (a cost, a limit, a delta)
 from ..errors import PrivacyError
 from ..sqltext import script
 from .chain import append, entry_hash, genesis_hash, read_data_version, verify
@@ -58,7 +59,6 @@ from .records import (
     _unavailable,
     clean,
     ledger_path,
-    round_up,
     to_decimal,
 )
 from .store import Store, transaction

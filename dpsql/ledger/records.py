@@ -8,14 +8,14 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
+from ..core.accounting import AMOUNT_PLACES as AMOUNT_PLACES  # amounts: DECIMAL(38, 18), the cost algebra's quantum
 from ..errors import PrivacyError
 
 Accounting = Literal["pure", "zcdp"]
-AMOUNT_PLACES = 18
 DELTA_PLACES = 30
 _MAX_AMOUNT = Decimal(10) ** 12
 # DECIMAL(38, 18) needs more than the default 28 significant digits: do all ledger arithmetic in this context
@@ -48,13 +48,6 @@ def to_decimal(value: Decimal | float | int | str, what: str = "amount") -> Deci
     if d > _MAX_AMOUNT:
         raise ValueError(f"{what} is too large")
     return d
-
-
-def round_up(value: Decimal, places: int = AMOUNT_PLACES) -> Decimal:
-    """``value`` rounded up (towards +infinity) to ``places`` decimal places."""
-    with decimal.localcontext(_CTX) as ctx:
-        ctx.traps[decimal.Inexact] = False
-        return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_CEILING)
 
 
 def _fmt(d: Decimal | None, places: int) -> str:
