@@ -41,10 +41,9 @@ import pyarrow.compute as pc
 from .core import ParameterError, Params, get_method
 from .core.batch import clean
 from .core.clipped import finish as clipped_finish
-from .core.intervals import count_interval
 from .core.primitives import fixed_point_grid
 from .core.registry import budget_of, validate
-from .noise import Rng, discrete_laplace, system_rng
+from .noise import Rng, system_rng
 from .sqltext import script as statements
 from .surface import (
     AGGREGATE_FUNCTIONS,
@@ -203,12 +202,13 @@ def _make_agg(rng_factory):  # noqa: ANN001, ANN202
 def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
     def _dpsql_agg_ci(agg, lst, n, *values):  # noqa: ANN001, ANN002, ANN202
         """dp_*_ci (sql/macros.sql): ``_dpsql_agg``'s release with its interval.  Counts come as ``n`` (DuckDB's
-        count, noised here as in ``_dpsql_count``), every other aggregate as the list ``lst``."""
+        count, released by the core's ``Method.counts_interval`` as in ``_dpsql_count``), every other aggregate as
+        the list ``lst``."""
         raw = dict(zip(_CI_PARAM_NAMES, values, strict=True))
         name, fn, _, m, params = _checked_call(agg, raw, interval=True)
         if name == "count":
-            value = _noisy_count(fn, m, n, params.epsilon, rng_factory())
-            lo, hi = count_interval(value, params.epsilon, params.level)
+            m = _count_method(fn, m)
+            value, lo, hi = m.counts_interval(_counts(n), budget_of(m, params), params, rng_factory())
         else:
             value, lo, hi = m.interval(_batch_from_lists(lst), budget_of(m, params), params, rng_factory())
         return _release_ci(name, value, lo, hi)
@@ -242,13 +242,16 @@ def _fixed_point_step(s: pa.Array) -> pa.Array:
     return pa.array(out, type=pa.float64(), mask=pc.is_null(s).to_numpy(zero_copy_only=False))
 
 
-def _noisy_count(fn: str, m, n, epsilon: float, rng: Rng) -> np.ndarray:  # noqa: ANN001
-    """dp_count's release from DuckDB's per-group counts ``n``: ``max(0, n + DLap(1/eps))`` as float64."""
-    if m.name != "laplace":  # other count methods take a batch of group sizes
+def _count_method(fn: str, m):  # noqa: ANN001, ANN202
+    """``m`` if it releases from row counts (the core's ``Method.counts``), which is all dp_count passes."""
+    if m.counts is None or m.counts_interval is None:
         raise ParameterError(f"{fn}: method {m.name!r} is not available for dp_count")
-    counts = pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    noisy = counts + discrete_laplace(1.0 / epsilon, rng, counts.size)
-    return np.maximum(noisy, 0).astype(np.float64)
+    return m
+
+
+def _counts(n: pa.Array) -> np.ndarray:
+    """DuckDB's per-group counts as int64 (a group with no rows has count 0, never NULL; NULL is taken as 0)."""
+    return pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _make_count(rng_factory):  # noqa: ANN001, ANN202
@@ -260,7 +263,8 @@ def _make_count(rng_factory):  # noqa: ANN001, ANN202
         m = get_method("count", mname)
         params = Params(epsilon=eps)
         validate("count", m, params)
-        return pa.array(_noisy_count(fn, m, n, params.epsilon, rng_factory()), type=pa.float64())
+        value = _count_method(fn, m).counts(_counts(n), budget_of(m, params), params, rng_factory())
+        return pa.array(value, type=pa.float64())
 
     return _udf(_dpsql_count, ("n",), _COUNT_PARAM_NAMES)
 

@@ -81,6 +81,11 @@ RunFn = Callable[[Batch, Privacy, Params, Rng], np.ndarray]
 #: (value, lo, hi) per group: the same release as ``run`` (same cost) and an interval meant to cover the exact
 #: answer with probability ``params.level``; NaN is NULL, and lo = -inf / hi = +inf mean "no finite bound"
 IntervalFn = Callable[[Batch, Privacy, Params, Rng], tuple[np.ndarray, np.ndarray, np.ndarray]]
+#: the release from the groups' row counts alone (int64 per group), for a method whose output depends on the data only
+#: through them: the binding passes DuckDB's per-group count() instead of the rows; same law as ``run`` on a batch
+#: of groups of those sizes
+CountsFn = Callable[[np.ndarray, Privacy, Params, Rng], np.ndarray]
+CountsIntervalFn = Callable[[np.ndarray, Privacy, Params, Rng], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,9 @@ class Method:
     check: Callable[[Params], None] | None = None
     #: the release with its interval (module :mod:`~dpsql.core.intervals` documents each); None: no interval
     interval: IntervalFn | None = None
+    #: ``run`` and ``interval`` from the groups' row counts (dp_count's route in the binding); None: rows only
+    counts: CountsFn | None = None
+    counts_interval: CountsIntervalFn | None = None
 
 
 #: where the methods come from: set once by :mod:`dpsql.core` to a function returning

@@ -33,7 +33,7 @@ from .accounting import Privacy
 from .batch import Batch
 from .helpers import B_MAX, B_MIN, amplified, bounded, intersect, subsample
 from .intervals import count_interval
-from .primitives import noisy_count, per_row, release_sum
+from .primitives import noisy_count, noisy_count_of, per_row, release_sum
 from .ranges import infinite_range, iqr_lower_bound, mean_range, private_quantile_in, radius, random_pairs
 from .registry import Method, Params
 from .spending import subsampled
@@ -73,18 +73,38 @@ def _group_order(gid: np.ndarray, groups: int) -> np.ndarray:
 # --------------------------------------------------------------------------- aggregates
 
 
+def count_of(counts: np.ndarray, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
+    """dp_count from the groups' row counts n (int64; the binding passes DuckDB's count()): max(0, n + Z) per group,
+    Z ~ discrete Laplace, P(Z = z) proportional to exp(-eps |z|), as float64.
+
+    Cost eps (pure).  Proof sketch, add/remove neighbours: adding or removing one row changes the count of the one
+    group it belongs to by exactly 1 and no other count; for every output z, P(n + Z = z) / P(n + 1 + Z = z) =
+    exp(eps (|z - n - 1| - |z - n|)) is at most e^eps either way, so each group's release is eps-DP, and the groups
+    see disjoint rows (parallel composition; which groups exist is the guard's: declared keys or partition
+    selection).  The clamp at 0 and the conversion to float64 are post-processing.  The noise is one draw per
+    group from :func:`~dpsql.noise.discrete_laplace` (exact sampler), whatever n is.
+    """
+    return np.maximum(noisy_count_of(counts, budget.epsilon, rng), 0.0)
+
+
+def count_interval_of(counts: np.ndarray, budget: Privacy, params: Params, rng: Rng
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dp_count_ci from the row counts: :func:`count_of` and :func:`~dpsql.core.intervals.count_interval` (exact
+    coverage of the discrete Laplace; post-processing of the release, cost eps)."""
+    v = count_of(counts, budget, params, rng)
+    return (v, *count_interval(v, budget.epsilon, params.level))
+
+
 def run_count(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
-    """dp_count: n + DLap(1/eps), clamped at 0.  Cost eps (pure): a count has sensitivity 1 under
-    add/remove; the clamp is post-processing."""
-    return np.maximum(noisy_count(batch, budget.epsilon, rng), 0.0)
+    """dp_count over a batch: :func:`count_of` of its group sizes (NULL and NaN values are not rows of a batch).
+    Cost eps (pure)."""
+    return count_of(batch.sizes, budget, params, rng)
 
 
 def interval_count(batch: Batch, budget: Privacy, params: Params, rng: Rng
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """dp_count_ci: :func:`run_count` and :func:`~dpsql.core.intervals.count_interval` (exact coverage of the
-    discrete Laplace; post-processing, cost eps)."""
-    v = run_count(batch, budget, params, rng)
-    return (v, *count_interval(v, budget.epsilon, params.level))
+    """dp_count_ci over a batch: :func:`count_interval_of` of its group sizes.  Cost eps (pure)."""
+    return count_interval_of(batch.sizes, budget, params, rng)
 
 
 def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
@@ -203,7 +223,7 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 _SRC = "seed 003 (Dong & Yi), add/remove form"
 METHODS = (
     Method("count", "laplace", "pure", run_count, "count + discrete Laplace(1/eps)", source="textbook",
-           interval=interval_count),
+           interval=interval_count, counts=count_of, counts_interval=count_interval_of),
     Method("sum", "universal", "pure", run_sum, "bound-free clipped sum (private range)", source=_SRC),
     Method("mean", "universal", "pure", run_mean, "EstimateMean: IQR bound, subsampled range", source=_SRC),
     Method("var", "universal", "pure", run_var, "EstimateVariance over random pairs", source=_SRC),
