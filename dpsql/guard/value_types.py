@@ -15,8 +15,9 @@ so its type is the fact; sqlglot's annotator does not know DuckDB's typing of ev
 a wrong "not numeric" would send the analyst the wrong way.  Why only after a failed bind: a query that binds
 pays nothing for it.  Privacy: the probes are built from the query text alone and bound against the schema;
 the refusal names the value as written and its type, so it depends on the query and the schema only, and it
-comes before any charge.  The value is taken from the query as written, with the owner's plain-aggregate
-opt-in applied (``AVG(x)`` is ``dp_mean(x)``), not from the checked rewrite, so the text is the analyst's.
+comes before any charge.  The probes are built from the query as written, with the owner's plain-aggregate
+opt-in applied (``AVG(x)`` is ``dp_mean(x)``), not from the checked rewrite; the message quotes the value as the
+analyst wrote it (``cost::VARCHAR``; from the tokens' offsets), else as sqlglot writes it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from ..errors import PrivacyError
 from ..surface import FUNCTIONS
@@ -38,6 +40,8 @@ __all__ = ["ValueProbe", "value_probes", "type_error", "numeric"]
 
 #: the clauses of the value's SELECT that a probe drops: only the value and what it reads (FROM, joins) remain
 _DROPPED = ("where", "group", "having", "qualify", "order", "limit", "offset", "distinct", "windows")
+_OPEN = (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE)
+_CLOSE = (TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE)
 #: the argument holding a query's WITH (sqlglot 30 calls it ``with_``)
 _WITH = "with_" if "with_" in exp.Select.arg_types else "with"
 
@@ -70,6 +74,7 @@ def value_probes(sql: str, catalog: Catalog) -> list[ValueProbe]:
     except (SqlglotError, RecursionError):
         return []
     tree = rewrite_plain_aggregates(tree, catalog)
+    written = _written_values(sql)
     probes = []
     for node in _text_order(tree):
         fn = dp_name(node)
@@ -79,8 +84,42 @@ def value_probes(sql: str, catalog: Catalog) -> list[ValueProbe]:
         select = node.find_ancestor(exp.Select)
         if isinstance(value, exp.PropertyEQ | exp.Kwarg | exp.Star) or select is None:
             continue
-        probes.append(ValueProbe(fn, value.sql("duckdb"), _probe(select, value).sql("duckdb")))
+        text = value.sql("duckdb")
+        same = written.get(text)
+        probes.append(ValueProbe(fn, same.pop(0) if same else text, _probe(select, value).sql("duckdb")))
     return probes
+
+
+def _written_values(sql: str) -> dict[str, list[str]]:
+    """The first argument of each dp_* call as the analyst wrote it (``CAST(x AS VARCHAR)``, which sqlglot
+    writes ``CAST(x AS TEXT)``), keyed by sqlglot's text of it; from the tokens' offsets in ``sql``."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
+    except (SqlglotError, RecursionError):
+        return {}
+    out: dict[str, list[str]] = {}
+    for i in range(len(tokens) - 2):
+        if tokens[i].text.lower() not in FUNCTIONS or tokens[i + 1].token_type != TokenType.L_PAREN:
+            continue
+        depth, j = 0, i + 2
+        while j < len(tokens):
+            kind = tokens[j].token_type
+            if kind in _OPEN:
+                depth += 1
+            elif kind in _CLOSE and depth == 0 or kind == TokenType.COMMA and depth == 0:
+                break
+            elif kind in _CLOSE:
+                depth -= 1
+            j += 1
+        if j == i + 2:
+            continue
+        text = sql[tokens[i + 2].start: tokens[j - 1].end + 1].strip()
+        try:
+            key = sqlglot.parse_one(text, read="duckdb").sql("duckdb")
+        except (SqlglotError, RecursionError):
+            continue
+        out.setdefault(key, []).append(" ".join(text.split()) if "\n" in text else text)
+    return out
 
 
 def _text_order(root: exp.Expression):  # noqa: ANN202

@@ -36,6 +36,14 @@ def test_a_probe_keeps_the_ctes_in_scope_only() -> None:
     ]
 
 
+def test_the_value_is_named_as_written() -> None:
+    sql = ("SELECT dp_mean(CAST(x AS VARCHAR), epsilon := 1), dp_sum(x::text, epsilon := 1), dp_var(x::text, "
+           "epsilon := 1), dp_iqr(strftime(d, '%Y, %m'), epsilon := 1), dp_median(upper(\n  s), epsilon := 1) FROM t")
+    assert [p.text for p in value_probes(sql, CATALOG)] == [
+        "CAST(x AS VARCHAR)", "x::text", "x::text", "strftime(d, '%Y, %m')", "upper( s)"]
+    assert [p.sql for p in value_probes(sql, CATALOG)][:2] == ["SELECT CAST(x AS TEXT) FROM t LIMIT 0"] * 2
+
+
 def test_plain_aggregates_are_probed_with_the_owners_opt_in() -> None:
     assert _probes("SELECT avg(s) FROM t") == []
     opted = Catalog({"t": T}, plain_aggregate_epsilon="0.1")

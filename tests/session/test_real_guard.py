@@ -266,8 +266,10 @@ def _e060(fn: str, text: str, typ: str) -> str:
     # a table column: the guard says why, from the catalog
     ("SELECT dp_mean(note, epsilon := 0.5) FROM visits", _e060("dp_mean", "note", "VARCHAR")),
     # derived values: the checked query does not bind, and the session's probes say why (issue 14)
-    ("SELECT dp_mean(upper(note), epsilon := 0.5) FROM visits", _e060("dp_mean", "UPPER(note)", "VARCHAR")),
+    ("SELECT dp_mean(upper(note), epsilon := 0.5) FROM visits", _e060("dp_mean", "upper(note)", "VARCHAR")),
     ("SELECT dp_sum(note || 'a', epsilon := 0.5) FROM visits", _e060("dp_sum", "note || 'a'", "VARCHAR")),
+    ("SELECT dp_stddev(cost::VARCHAR, epsilon := 0.5), dp_iqr(\n  CAST(cost AS VARCHAR), epsilon := 0.5) FROM visits",
+     _e060("dp_stddev", "cost::VARCHAR", "VARCHAR")),  # the value as written (sqlglot would write TEXT)
     ("SELECT clinic, dp_median_ci(cost > 10, epsilon := 0.5) FROM visits GROUP BY clinic",
      _e060("dp_median_ci", "cost > 10", "BOOLEAN")),
     ("SELECT dp_mean(v, epsilon := 0.5) FROM (SELECT patient_id, note AS v FROM visits) q",
