@@ -13,9 +13,9 @@ Steps, each on the sqlglot tree of the guard's ``Plan.sql`` (DuckDB dialect):
    anything else is refused with DPSQL-E013 before anything is charged: never a silent drop.  On the way:
 
    * totality: ``TRY(e)`` disappears because every operation under it is total on Spark: ``+ - *`` become
-     ``try_add``/``try_subtract``/``try_multiply``, ``/`` ``try_divide``, ``%`` ``try_mod``, ``//`` DuckDB's
-     integer division (truncating for integers, plain division for floating values) without raising, and
-     casts ``try_cast``; the same mapping applies outside ``TRY`` (a released value divided by zero is NULL);
+     ``try_add``/``try_subtract``/``try_multiply``, ``%`` ``try_mod``, ``/`` DuckDB's double division (IEEE at a
+     zero divisor: +-inf, NaN), ``//`` DuckDB's integer division (truncating for integers, NULL at zero; the
+     double division for floating values), and casts ``try_cast``; the same mapping applies outside ``TRY``;
    * a cast to an integer type rounds floating values half to even first (``rint``) and decimals half away
      from zero (``round``), as DuckDB does; Spark would truncate;
    * the UDF arguments are cast to the UDF's declared types, so a bare NULL reaches the Python UDF typed;
@@ -311,6 +311,20 @@ def _int_cast(value: exp.Expression, to: exp.DataType) -> exp.Expression:
                          exp.If(this=_typeof_in(value, "^(decimal|string)"), true=rnd)], default=plain)
 
 
+def _divide(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    """DuckDB's ``a / b``: a DOUBLE, and IEEE at a zero divisor (+-inf, NaN for 0 / 0), where Spark's
+    ``try_divide`` gives NULL.  A nonzero literal divisor (the macros' ``/ 2.0``) needs no guard."""
+    double = exp.DataType.build("DOUBLE")
+    quotient = exp.Anonymous(this="try_divide", expressions=[_try_cast(a.copy(), double), _try_cast(b.copy(), double)])
+    inner = b.this if isinstance(b, exp.Paren) else b
+    if isinstance(inner, exp.Literal) and not inner.is_string and float(inner.this) != 0:
+        return quotient
+    infinity = _try_cast(exp.Literal.string("Infinity"), double)
+    ieee = exp.Mul(this=_try_cast(a.copy(), double), expression=infinity)  # +-inf, NaN for 0 (never raises)
+    zero = exp.EQ(this=_try_cast(b.copy(), double), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=zero, true=ieee)], default=quotient)
+
+
 def _udf_args(name: str, args: list[exp.Expression]) -> list[exp.Expression]:
     leading, params, _ = UDF_SIGNATURES[name]
     types = list(leading) + [_SPARK_TYPE[PARAMETERS[p].sql_type] for p in params]
@@ -379,13 +393,14 @@ def translate(sql: str, tables: Mapping[str, str] | None = None) -> Translation:
             return n
         if isinstance(n, exp.Try):
             return exp.Paren(this=n.this)
-        if isinstance(n, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
-            fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Div: "try_divide",
-                  exp.Mod: "try_mod"}[type(n)]
+        if isinstance(n, exp.Div):
+            return _divide(n.this, n.expression)
+        if isinstance(n, exp.Add | exp.Sub | exp.Mul | exp.Mod):
+            fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Mod: "try_mod"}[type(n)]
             return exp.Anonymous(this=fn, expressions=[n.this, n.expression])
         if isinstance(n, exp.IntDiv):
             a, b = n.this, n.expression
-            quotient = exp.Anonymous(this="try_divide", expressions=[a.copy(), b.copy()])
+            quotient = _divide(a, b)
             integral = exp.Case(ifs=[exp.If(this=exp.EQ(this=b.copy(), expression=exp.Literal.number(0)),
                                             true=exp.Null())],
                                 default=_try_cast(quotient.copy(), exp.DataType.build("BIGINT")))

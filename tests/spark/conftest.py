@@ -21,7 +21,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     s = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.ansi.enabled", "true").getOrCreate())
     s.sparkContext.setLogLevel("ERROR")

@@ -55,8 +55,7 @@ def test_native_sums_equal_duckdb(session, hospital_duck, spark):
     import dpsql
     from dpsql import duck
 
-    sql = ("SELECT clinic, dp_sum(cost / 7, epsilon := 1, lower := 0, upper := 20, method := 'clipped') AS s, "
-           "dp_mean(cost * 1.1, epsilon := 1, lower := 0, upper := 90, method := 'clipped') AS m "
+    sql = ("SELECT clinic, dp_sum(cost / 7, epsilon := 1, lower := 0, upper := 20, method := 'clipped') AS s "
            "FROM visits GROUP BY clinic ORDER BY clinic")
 
     def k1(agg, n, k1, k2, *rest):  # noqa: ANN001, ANN002, ANN202 - k1 and n, exactly, in one double
@@ -82,7 +81,7 @@ def test_native_sums_equal_duckdb(session, hospital_duck, spark):
         con.register(t, hospital_duck.sql(f"SELECT * FROM {t}").to_arrow_table())
     want = con.sql(checked.sql).fetchall()
     assert [tuple(r) for r in got] == want
-    assert all(s > 1e6 for _, s, _ in want)
+    assert all(s > 1e6 for _, s in want)
 
 
 def test_release_is_noisy_and_typed(session):
