@@ -73,3 +73,13 @@ def test_a_sharp_count_is_detected() -> None:
     rng = Rng.seeded(3)
     a, b = (LAPLACE.counts(np.full(RUNS, m, dtype=np.int64), pure(10.0), Params(epsilon=10.0), rng) for m in (40, 41))
     assert empirical_epsilon(a, b) > 1.0
+
+
+def test_counts_route_spends_what_it_declares() -> None:
+    """The spending meter sees the counts route charge eps once (the groups are disjoint), as the rows route does."""
+    from dpsql.core.spending import meter
+
+    for route in (LAPLACE.counts, lambda *a: LAPLACE.counts_interval(*a)[0]):
+        with meter() as m:
+            route(np.array([3, 0, 5]), pure(0.4), Params(epsilon=0.4, level=0.9), Rng.seeded(1))
+        assert m.spent("pure") == pytest.approx(0.4)
