@@ -8,6 +8,7 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from corpus import PICK_LISTS, PROBES
 
 import dpsql.spark as dspark
 from dpsql.errors import PrivacyError
@@ -136,3 +137,19 @@ def test_refusals_charge_nothing(session, sql, code):
 def test_public_only_query_is_free(session):
     r = session.sql("SELECT name FROM clinics ORDER BY name")
     assert r.rows == [("East",), ("North",), ("South",)] and r.charged == 0
+
+
+@pytest.mark.parametrize("sql, rows", [(q, r) for q, r in PICK_LISTS if "events" not in q][:3])
+def test_pick_lists_answer_from_the_keys(session, sql, rows):
+    r = session.sql(sql)
+    assert r.charged == 0 and sorted(r.rows) == sorted(rows)
+
+
+def test_probes_are_free_and_read_nothing(session, monkeypatch):
+    ran = []
+    monkeypatch.setattr(dspark, "_after_charge", lambda: ran.append(1))
+    for sql in PROBES:
+        r = session.sql(sql)
+        assert r.charged == 0 and r.table.num_rows == 0 and r.columns, sql
+    assert ran == []
+    assert session._ledger.entries("alice", "charge") == []
