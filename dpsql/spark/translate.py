@@ -6,16 +6,18 @@ Steps, each on the sqlglot tree of the guard's ``Plan.sql`` (DuckDB dialect):
    ``sql/macros.sql`` (the files :func:`dpsql.install` runs; one source of truth).  A substituted argument is
    parenthesised, so ``dp_sum(a - b)`` never becomes ``... a - b / g``.  Of an overloaded macro the first
    (typed, numeric) overload is taken; its ``x DOUBLE`` parameter becomes a cast to DOUBLE.
-2. **Literal-only helpers.** A ``CASE`` condition without columns (the native route's choice) and the
-   fixed-point grid ``_dpsql_fg(s)`` are evaluated here (the grid by the core's own code), so Spark gets
-   literals, never the helper.
+2. **Literal-only helpers.** A ``CASE`` condition without columns (the native route's choice), the
+   fixed-point grid ``_dpsql_fg(s)`` (by the core's own code) and literal-only arithmetic (the clamps' bounds)
+   are evaluated here by DuckDB, so Spark gets DOUBLE literals, never the helper.
 3. **The allow-list.** Every node must be of a type listed in :data:`ALLOWED` (functions: a closed set);
    anything else is refused with DPSQL-E013 before anything is charged: never a silent drop.  On the way:
 
    * totality: ``TRY(e)`` disappears because every operation under it is total on Spark: ``+ - *`` become
      ``try_add``/``try_subtract``/``try_multiply``, ``%`` ``try_mod``, ``/`` DuckDB's double division (IEEE at a
      zero divisor: +-inf, NaN), ``//`` DuckDB's integer division (truncating for integers, NULL at zero; the
-     double division for floating values), and casts ``try_cast``; the same mapping applies outside ``TRY``;
+     double division for floating values), casts ``try_cast``, ``sum``/``avg`` ``try_sum``/``try_avg``, and
+     ``-x``/``abs(x)`` never raise at the smallest integer; the same mapping applies outside ``TRY`` (under
+     Spark's ANSI mode nothing may raise from a data value);
    * a cast to an integer type rounds floating values half to even first (``rint``) and decimals half away
      from zero (``round``), as DuckDB does; Spark would truncate;
    * the UDF arguments are cast to the UDF's declared types, so a bare NULL reaches the Python UDF typed;
@@ -75,8 +77,8 @@ ALLOWED: tuple[type[exp.Expression], ...] = (
     exp.Anonymous,
 )
 #: functions sqlglot leaves anonymous that Spark has with DuckDB's meaning, plus the UDFs and the rewrites' own
-_FUNCTIONS = {"rint", "try_add", "try_subtract", "try_multiply", "try_divide", "try_mod", "typeof",
-              "xxhash64", *UDF_SIGNATURES}
+_FUNCTIONS = {"rint", "try_add", "try_subtract", "try_multiply", "try_divide", "try_mod", "try_sum", "try_avg",
+              "typeof", "xxhash64", *UDF_SIGNATURES}
 _INT_TYPES = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
               exp.DataType.Type.BIGINT}
 
@@ -163,7 +165,7 @@ def _expand_call(node: exp.Anonymous, macro: _Macro) -> exp.Expression:
             return exp.Paren(this=bound[n.name.lower()].copy())
         return n
 
-    return macro.body.copy().transform(substitute, copy=False)
+    return exp.Paren(this=macro.body.copy().transform(substitute, copy=False))  # the body is one operand too
 
 
 def _expand(tree: exp.Expression) -> exp.Expression:
@@ -209,6 +211,10 @@ def _column_free(node: exp.Expression) -> bool:
                    or (_call_name(n) or "").startswith(("_dpsql", "dp_")) for n in node.walk())
 
 
+_ARITHMETIC = (exp.Neg, exp.Abs, exp.Greatest, exp.Least, exp.Add, exp.Sub, exp.Mul, exp.Div)
+_CONSTANT = (*_ARITHMETIC, exp.Literal, exp.Cast, exp.Paren, exp.DataType, exp.DataTypeParam)
+
+
 def _fold(tree: exp.Expression) -> exp.Expression:
     """Evaluate the literal-only helpers: ``_dpsql_fg(s)`` and CASE conditions without columns."""
     from ..core.primitives import fixed_point_grid
@@ -225,6 +231,14 @@ def _fold(tree: exp.Expression) -> exp.Expression:
             with np.errstate(all="ignore"):
                 g = float(fixed_point_grid(np.nan_to_num(np.array([float(v)]), nan=1.0))[1][0])
             call.replace(exp.Cast(this=exp.Literal.number(repr(g)), to=exp.DataType.build("DOUBLE")))
+    for node in list(tree.walk()):  # maximal literal-only arithmetic (the macros' bounds) -> one DOUBLE literal
+        if node is tree or node.root() is not tree or not isinstance(node, _ARITHMETIC):
+            continue
+        if not all(isinstance(m, _CONSTANT) for m in node.walk()):
+            continue  # (breadth first: an enclosing constant was folded before, and this node left the tree)
+        v = _evaluate(node)
+        if isinstance(v, float) and np.isfinite(v):
+            node.replace(exp.Cast(this=exp.Literal.number(repr(v)), to=exp.DataType.build("DOUBLE")))
     for case in list(tree.find_all(exp.Case)):
         if case.this is not None:
             continue
@@ -275,9 +289,11 @@ def _kind(n: exp.Expression) -> str | None:
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(n, exp.Count):
         return "int"
-    if isinstance(n, exp.Sum):
-        return _kind(n.this)
+    if isinstance(n, exp.Mul) and "float" in (_kind(n.this), _kind(n.expression)):
+        return "float"  # the IEEE branch of a division
     name = _call_name(n)
+    if isinstance(n, exp.Sum) or name == "try_sum":
+        return _kind(n.this if isinstance(n, exp.Sum) else n.expressions[0])
     if name == "rint":
         return "float"
     if isinstance(n, exp.Greatest | exp.Least | exp.Nullif | exp.Coalesce) or name in (
@@ -316,7 +332,9 @@ def _divide(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     ``try_divide`` gives NULL.  A nonzero literal divisor (the macros' ``/ 2.0``) needs no guard."""
     double = exp.DataType.build("DOUBLE")
     quotient = exp.Anonymous(this="try_divide", expressions=[_try_cast(a.copy(), double), _try_cast(b.copy(), double)])
-    inner = b.this if isinstance(b, exp.Paren) else b
+    inner = b
+    while isinstance(inner, exp.Paren | exp.Cast):
+        inner = inner.this
     if isinstance(inner, exp.Literal) and not inner.is_string and float(inner.this) != 0:
         return quotient
     infinity = _try_cast(exp.Literal.string("Infinity"), double)
@@ -332,7 +350,9 @@ def _udf_args(name: str, args: list[exp.Expression]) -> list[exp.Expression]:
         raise _refuse(f"{name} with {len(args)} arguments")
     out = []
     for arg, t in zip(args, types, strict=True):
-        inner = arg.this if isinstance(arg, exp.Paren) else arg
+        inner = arg
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
         if isinstance(inner, exp.Null) or isinstance(inner, exp.Literal) or (
                 isinstance(inner, exp.Neg) and isinstance(inner.this, exp.Literal)):
             out.append(exp.Cast(this=inner.copy(), to=exp.DataType.build(t, dialect="spark")))
@@ -395,6 +415,15 @@ def translate(sql: str, tables: Mapping[str, str] | None = None) -> Translation:
             return exp.Paren(this=n.this)
         if isinstance(n, exp.Div):
             return _divide(n.this, n.expression)
+        if isinstance(n, exp.Sum | exp.Avg) and not isinstance(n.parent, exp.Window):
+            return exp.Anonymous(this="try_sum" if isinstance(n, exp.Sum) else "try_avg", expressions=[n.this])
+        if isinstance(n, exp.Neg) and not isinstance(n.this, exp.Literal):  # -INT_MIN raises under ANSI
+            return exp.Anonymous(this="try_multiply", expressions=[n.this, exp.Literal.number(-1)])
+        if isinstance(n, exp.Abs):  # abs(INT_MIN) raises under ANSI; DuckDB's TRY gives NULL
+            x = n.this
+            flipped = exp.Anonymous(this="try_multiply", expressions=[x.copy(), exp.Literal.number(-1)])
+            return exp.Case(ifs=[exp.If(this=exp.LT(this=x.copy(), expression=exp.Literal.number(0)), true=flipped)],
+                            default=x.copy())
         if isinstance(n, exp.Add | exp.Sub | exp.Mul | exp.Mod):
             fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply", exp.Mod: "try_mod"}[type(n)]
             return exp.Anonymous(this=fn, expressions=[n.this, n.expression])

@@ -80,3 +80,18 @@ def test_tables_are_the_registered_views():
     assert "`_dpsql_t_visits`" in sql
     with pytest.raises(PrivacyError):
         translate("SELECT * FROM other.visits", VIEWS)
+
+
+def test_nothing_raises_under_ansi_at_the_integer_extremes():
+    p = plan("SELECT dp_mean(s, epsilon := 1) FROM (SELECT patient_id, sum(-patient_id) + abs(min(patient_id)) AS s "
+             "FROM visits GROUP BY patient_id)", hospital_catalog())
+    code = re.sub(r"`[^`]*`", "", translate(p.sql, VIEWS).sql)
+    assert "TRY_SUM(" in code and "TRY_MULTIPLY(" in code and "ABS(" not in code and " SUM(" not in code
+
+
+def test_macro_bodies_are_one_operand():
+    """dp_mean's native route subtracts the centre ``lo / 2 + hi / 2``: folded to one literal, never spliced."""
+    p = plan("SELECT dp_mean(cost, epsilon := 1, lower := 10, upper := 30, method := 'clipped') FROM visits",
+             hospital_catalog())
+    sql = translate(p.sql, VIEWS).sql
+    assert "TRY_CAST(20.0 AS DOUBLE)" in sql and "TRY_CAST(10.0 AS DOUBLE)" in sql  # the centre, the half-width
