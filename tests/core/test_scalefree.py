@@ -29,7 +29,16 @@ def test_codes_are_monotone_in_range_and_decode_into_their_cell(e):
     again = S.FloatCodes(np.sort(d), np.array([0, d.size]), np.array([e])).take(np.arange(d.size))
     np.testing.assert_array_equal(np.sort(c), again)  # a released value codes back to its own code
     big = np.abs(x) >= 2.0**e
-    assert np.all(np.abs(d[big] / x[big] - 1) < 2**-35)  # relative resolution 2**-36 above the floor
+    # relative resolution 2**-36 above the floor inside the zone (|y| < 2**ZONE or within ZONE_ABOVE octaves
+    # of the floor), coarser by one bit per octave beyond it
+    with np.errstate(over="ignore"):  # inf when the zone covers every float
+        edge = np.ldexp(1.0, min(max(S.ZONE, e + S.ZONE_ABOVE), 1030))
+    zone = big & (np.abs(x) < edge)
+    assert np.all(np.abs(d[zone] / x[zone] - 1) < 2**-35)
+    out = big & ~zone
+    # beyond: cells of one or more octaves (decoded at their middle), on the value's side of the zone's edge
+    assert np.all(np.sign(d[out]) == np.sign(x[out]))
+    assert np.all(np.abs(d[out]) >= edge / 2)
     assert np.all(np.abs(d[~big] - x[~big]) <= 2.0 ** (e - S.M_BITS) * 1.5 + 5e-324)  # linear below it
 
 
@@ -55,11 +64,25 @@ def test_decaying_measure_is_normalisable():
     assert base[-1] < 2 ** (S.M_BITS + 2)
 
 
+def test_loguniform_measure_thins_beyond_the_zone():
+    """Log-uniform octaves up to 2**ZONE (and ZONE_ABOVE octaves above the floor), then the far line weighs
+    about two octaves: a mechanism that misses the data lands within ~100 octaves, not anywhere up to 1e308."""
+    for e in (-1074, -30, 0, 30, 500):
+        top = int(S._mag_max(np.array([e]))[0])
+        flat = max(S.ZONE - e, S.ZONE_ABOVE)
+        edge = S.FloatCodes(np.array([2.0 ** (e + flat - 1)]), np.array([0, 1]), np.array([e])).take(np.arange(1))
+        inside = int(edge[0]) - top  # the magnitude code of the zone's last octave
+        assert inside >= flat * 2**S.M_BITS  # full octaves up to the zone's edge
+        if e + flat < S.E_TOP:
+            assert top - inside <= 3 * 2**S.M_BITS  # the whole float line beyond weighs <= 3 octaves
+
+
 def test_codes_of_many_groups_use_their_own_floor():
     x = _values()
     lists = [x[:700], x[700:], x]
+    lists = lists + [x, x[100:900]]  # floors on both sides of the zone: different octave tables
     b = Batch.from_lists(lists).sorted()
-    e = np.array([-20, 5, 0])
+    e = np.array([-20, 5, 0, -200, 100])
     many = S.FloatCodes(b.values, b.offsets, e).take(np.arange(b.values.size))
     for g, one in enumerate(lists):
         s = Batch.from_lists([one]).sorted()
