@@ -86,18 +86,25 @@ def _rows(rows) -> list[tuple]:  # noqa: ANN001
     return sorted((tuple(_norm(x) for x in r) for r in rows), key=repr)
 
 
-@pytest.mark.parametrize("sql", [q for q, _ in ALLOWED])
-def test_allowed_query_matches_duckdb(exact_spark, hospital_duck, sql):
-    checked = plan(sql, CATALOG)
-    try:
-        spark_sql = translate(checked.sql, VIEWS).sql
-    except PrivacyError as e:  # refused, never dropped
-        assert e.code == CODE
-        return
-    if "_DPSQL_FIN(" in spark_sql:
-        pytest.skip("the native route's statistics are compared in test_session")
+def test_allowed_queries_match_duckdb(exact_spark, hospital_duck):
+    """One test over the 56 queries (one Spark job each): the failures are listed with their SQL."""
     hospital_duck.execute("CREATE OR REPLACE TABLE accounts AS SELECT 1 AS account_id, 1.0::DOUBLE AS balance")
-    first, second = (_rows(hospital_duck.sql(checked.sql).fetchall()) for _ in range(2))
-    if first != second:
-        pytest.skip("the bounded rows depend on the random order here")
-    assert _rows(exact_spark.sql(spark_sql).collect()) == first
+    compared, failures = 0, []
+    for sql, _ in ALLOWED:
+        checked = plan(sql, CATALOG)
+        try:
+            spark_sql = translate(checked.sql, VIEWS).sql
+        except PrivacyError as e:  # refused, never dropped
+            assert e.code == CODE
+            continue
+        if "_DPSQL_FIN(" in spark_sql:
+            continue  # the native route's statistics are compared in test_session
+        first, second = (_rows(hospital_duck.sql(checked.sql).fetchall()) for _ in range(2))
+        if first != second:
+            continue  # the bounded rows depend on the random order here
+        got = _rows(exact_spark.sql(spark_sql).collect())
+        compared += 1
+        if got != first:
+            failures.append((sql, got, first))
+    assert failures == []
+    assert compared == len(ALLOWED)  # today every query is compared
