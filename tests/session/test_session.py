@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CANARY, make_db
-from session_fakes import fake_install
+from session_fakes import FakePlan, fake_install
 
 import dpsql
 from dpsql.errors import PrivacyError
@@ -61,7 +61,11 @@ def test_refusals_charge_nothing_and_never_run(session, db: Path, tripwire, sql:
     assert session.budget().spent == 0 and charges(db) == []
 
 
-def test_a_query_duckdb_cannot_bind_is_refused_uncharged(session, db: Path, tripwire) -> None:
+def test_a_query_duckdb_cannot_bind_is_refused_uncharged(session, db: Path, tripwire,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan DuckDB cannot bind (a guard gap, simulated: the real guard refuses this text itself, E012) is refused
+    as E001 before anything is charged or run."""
+    monkeypatch.setattr(session, "_planner", lambda sql, catalog: FakePlan(sql, Decimal("0.3")))
     tripwire.armed = True
     with pytest.raises(PrivacyError) as err:
         session.sql("SELECT dp_mean(no_such_column, epsilon := 0.1) FROM visits")
