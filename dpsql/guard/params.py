@@ -20,6 +20,7 @@ from sqlglot import exp
 from ..surface import FUNCTIONS, PARAMETERS, VALUE
 from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
 from .lineage import column_type, is_numeric_type
+from .value_types import type_error
 
 
 def _number(name: str, node: exp.Expression, fn: str) -> tuple[float, str]:
@@ -134,8 +135,7 @@ def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: s
         return
     typ = column_type(ctx, ctx.sources.get(id(agg.select)) or {}, col)
     if typ is not None and not is_numeric_type(typ):
-        raise refuse("060", f"{fn}: its value must be numeric; {col.sql('duckdb')} is {typ} "
-                            f"(convert it, e.g. TRY_CAST({col.sql('duckdb')} AS DOUBLE), or count it with dp_count)")
+        raise type_error(fn, col.sql("duckdb"), typ)
 
 
 def check_parameters(ctx: Context) -> None:
