@@ -12,6 +12,8 @@ nor Arrow (tests/test_surface.py), and DuckDB's parser is its only use of DuckDB
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -40,6 +42,15 @@ def _type_name(statement: object) -> str:
     except ValueError:
         return "UNKNOWN"
 
+
+def _metadata_hint(sql: str) -> str:
+    """Where the schema is, for a refused catalog statement (DESCRIBE, SHOW, SUMMARIZE, PRAGMA): dpsql answers
+    those from its own metadata, never from DuckDB's statistics of the data.  Depends on the text only."""
+    words = re.sub(r"^(\s*(--[^\n]*(\n|$)|/\*.*?\*/))*", "", sql, flags=re.S).split(None, 1)
+    if not words or words[0].lower() not in ("describe", "desc", "show", "summarize", "pragma"):
+        return ""
+    return (" (table and column metadata: `.schema` / DESCRIBE t in `dpsql shell`, information_schema.columns "
+            "through `dpsql serve`, Session.tables() in Python; summaries: dp_* aggregates)")
 
 def _position(message: str) -> str:
     """DuckDB's parser diagnosis (its first line and the ``LINE n: ...`` excerpt with its caret): it quotes
@@ -81,14 +92,15 @@ def parse_statement(sql: str) -> exp.Expression:
     if (trees is not None and len(trees) > 1) or (n_duck is not None and n_duck > 1):
         raise refuse("002", "exactly one statement is allowed")
     if n_duck == 1 and types[0] != "SELECT":
-        raise refuse("003", f"statement {types[0]} is not allowed; only SELECT queries are")
+        raise refuse("003", f"statement {types[0]} is not allowed; only SELECT queries are" + _metadata_hint(sql))
     if not trees or n_duck is None:
         raise refuse("001", "the query could not be parsed as DuckDB SQL" + where)
     if n_duck != 1:
         raise refuse("001", "the query could not be parsed as one DuckDB statement")
     tree = trees[0]
     if isinstance(tree, exp.Command):
-        raise refuse("003", f"statement {str(tree.this).upper()!r} is not allowed")
+        raise refuse("003", f"statement {str(tree.this).upper()!r} is not allowed" + _metadata_hint(sql))
     if not isinstance(tree, exp.Select | exp.Union | exp.Intersect | exp.Except):
-        raise refuse("003", f"only SELECT or WITH ... SELECT queries are allowed, not {tree.key.upper()}")
+        raise refuse("003", f"only SELECT or WITH ... SELECT queries are allowed, not {tree.key.upper()}"
+                     + _metadata_hint(sql))
     return tree

@@ -37,6 +37,21 @@ def test_a_parse_error_says_where():
                             '                                                 ^^^^^^')
 
 
+@pytest.mark.parametrize("sql", ["DESCRIBE visits", "SHOW TABLES", "SUMMARIZE visits", "-- look\n  desc visits",
+                                 "PRAGMA table_info('visits')"])
+def test_a_catalog_statement_says_where_the_schema_is(sql):
+    with pytest.raises(PrivacyError) as e:
+        plan(sql, CAT)
+    assert e.value.code == "DPSQL-E003"
+    assert "information_schema.columns through `dpsql serve`, Session.tables() in Python" in str(e.value)
+
+
+def test_other_statements_get_no_catalog_pointer():
+    with pytest.raises(PrivacyError) as e:
+        plan("DELETE FROM visits", CAT)
+    assert e.value.code == "DPSQL-E003" and "information_schema" not in str(e.value)
+
+
 @pytest.mark.parametrize(("sql", "message"), [
     ("SELECT dp_mean(cots, epsilon := 1) FROM visits",
      "column 'cots' is not a column of visits (did you mean 'cost'?)"),
