@@ -33,6 +33,7 @@ __all__ = [
     "rank_window",
     "propose",
     "RankWindow",
+    "window_reach",
     "GridCodes",
     "seg_search",
     "pow2_floor",
@@ -535,6 +536,11 @@ def rank_em(
     return out
 
 
+def window_reach(K: np.ndarray, epsilon: float) -> np.ndarray:
+    """:func:`rank_em`'s default reach W (ranks each side of the target) over the codes ``0..K``."""
+    return np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
+
+
 class RankWindow(NamedTuple):
     """The candidates of :func:`rank_em` (lower tail, the pieces of the window, upper tail per group) and what
     its rejection step needs: built by :func:`rank_window`, sampled by :func:`propose`."""
@@ -571,7 +577,7 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     w = int(window)
     half = epsilon / 2.0
     if reach is None:
-        W = np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
+        W = window_reach(K, epsilon)
     else:
         W = np.full(G, int(reach), dtype=np.int64)
     i_lo = np.floor(t).astype(np.int64) - W

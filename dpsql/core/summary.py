@@ -1,0 +1,384 @@
+"""Summary plans (issue 17): the default dp_median / dp_quantile at p = 1/2 from per-group summaries.
+
+The list route ships every group to Python (``list(x)``) and runs :func:`~dpsql.core.scalefree.run_quantile`
+on the sorted values.  Here the same mechanism runs on summaries that a :class:`Source` computes wherever the
+data live (:mod:`dpsql.plans` computes them with native DuckDB passes; :class:`BatchSource` from a
+:class:`~dpsql.core.batch.Batch`, the reference the tests hold the SQL to).  The output law is the list
+route's, draw for draw:
+
+1. **Count** (``Source.sizes``): the exact per-group n; the count noise and the class (``SPLIT_LOW`` below
+   ``n_hat eps = LOW_UNTIL``, else ``SPLIT``) as in scalefree; NULL below ``NULL_BELOW['median']``.
+2. **Floor** (``Source.gap_histogram``): per group the histogram of ``ceil_log2 |a - b|`` (clipped into the
+   exponents the scans ask about) over a uniformly random maximal matching of its rows.  Seed 003's IQR lower
+   bound (:func:`~dpsql.core.ranges.iqr_lower_bound`) reads the pairs only through these counts
+   (``count_le(g, k)`` is the histogram's cumulative sum), so :func:`floor_from_histogram` runs its two SVTs on
+   them with the same draws.  The matching's law is all the proof uses (the coupling argument of seed 003
+   Alg. 7 for a uniform maximal matching): a source may draw it any way whose law is uniform and independent
+   of the values (the DuckDB source orders each group by 128 bits from the OS CSPRNG; with a seeded test
+   generator it replays the list route's shuffle).
+3. **The exponential mechanism near the target** (``Source.bucket_histogram``, four passes): the codes are
+   :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset
+   from the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign *
+   (mag >> s)``: buckets are disjoint runs of consecutive codes, ordered as the codes, and each shift's buckets
+   refine the previous shift's.  The passes at shifts 36, 24, 12 and 0 each count the rows per bucket inside
+   the previous pass's range; the range kept is from the bucket before the one holding rank ``floor(t) - W``
+   to the one holding rank ``ceil(t) + W`` (the window of :func:`~dpsql.core.primitives.rank_em`, W its
+   reach).  The last pass (shift 0) is the codes themselves with multiplicities: every row whose code can move
+   the loss inside the window (codes from ``a - 1`` to ``b``, a and b the codes at the window's end ranks) is
+   in it, every row below it has a code below ``a - 1`` and every row above a code above ``b``.  So
+   :func:`~dpsql.core.primitives.rank_window` on a codes object that knows only those positions (and answers
+   -1 below, K + 1 above) reads exactly what it reads on the full data: the same candidates.
+4. **Tails** (``Source.rank_counts``, one pass, always run): rank_em's rejection step needs ``#{c <= y}`` and
+   ``#{c < y}`` at a proposal y in a tail, outside the fetched codes.  A data-dependent extra pass would be a
+   timing channel, so the rounds are drawn first (:func:`~dpsql.core.primitives.propose` until every group has
+   drawn a piece; a tail round records its proposal and its Exp(1) acceptance variate), then ONE pass counts
+   at every recorded proposal (a dummy when there is none), then each group releases its first accepted
+   proposal, else its piece.  These are the sequential sampler's own random variables, evaluated eagerly: the
+   law is exactly rank_em's.  The draws are rank_em's whenever no tail proposal is accepted (a tail is
+   proposed with probability below 2**-12 per group); after an accepted one the eager rounds draw more.
+
+Passes per class of groups: gap histogram, four bucket histograms, tail counts (fixed; the classes present are
+a function of the released counts).  Fan-out: the last pass returns the distinct codes in a few 12-bit buckets
+around each group's window (ties come back as one row with a count).  Cost: that of scalefree's median,
+charged by the same calls.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from ..noise import Rng
+from .batch import Batch
+from .helpers import B_MAX, B_MIN
+from .primitives import ceil_log2, noisy_count_of, propose, rank_window, svt_scan, window_reach
+from .ranges import K_DOWN, K_UP, random_pairs
+from .scalefree import E_MIN, E_TOP, LOW_UNTIL, NULL_BELOW, SPLIT, SPLIT_LOW, FloatCodes, decode
+from .spending import charge_pure
+
+__all__ = ["Source", "BatchSource", "median", "floor_from_histogram", "SHIFTS", "GAP_LO", "GAP_HI"]
+
+#: the bucket shifts of the window passes, coarse to fine (36: the octave, 0: the code)
+SHIFTS = (36, 24, 12, 0)
+#: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
+#: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
+GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
+
+
+class Source(Protocol):
+    """Per-group summaries of one value column over G groups (group-local indices ``0..G-1``)."""
+
+    def sizes(self) -> np.ndarray:
+        """Exact row count per group (NULL and NaN dropped), int64."""
+
+    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the groups ``groups`` (ascending): a uniformly random maximal matching of each group's rows,
+        and the histogram of ``clip(ceil_log2 |a - b|, GAP_LO, GAP_HI)`` over its pairs, as (index into
+        ``groups``, exponent, count)."""
+
+    def bucket_histogram(self, groups: np.ndarray, e: np.ndarray, shift: int, prev: int | None,
+                         lo: np.ndarray | None, hi: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of ``groups`` per bucket ``sign * (mag >> shift)`` of their raw codes (floor exponents ``e``),
+        counting only rows whose bucket at shift ``prev`` lies in ``[lo, hi]`` (all rows when prev is None):
+        (index into ``groups``, bucket, count), sorted by index then bucket."""
+
+    def rank_counts(self, groups: np.ndarray, e: np.ndarray, which: np.ndarray, thr: np.ndarray) -> np.ndarray:
+        """``#{rows of groups[which[i]] with raw code <= thr[i]}``; the pass runs even when there are no
+        points."""
+
+
+RAW_BITS = 36  # mantissa bits of the raw codes (scalefree's M_BITS; every measure's cells are unions of these)
+
+
+def raw_codes(values: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Raw code offsets ``sign * mag`` of values (centre 0) given each value's floor exponent ``e``: ``mag =
+    floor(|x| 2**(RAW_BITS - e))`` below ``2**e``, else ``k 2**RAW_BITS + `` the top RAW_BITS mantissa bits, k
+    the octave above the floor.  Exact float steps only (the SQL passes compute the same)."""
+    a = np.abs(values)
+    m, ex = np.frexp(a)
+    big = a >= np.ldexp(1.0, e)
+    lin = np.floor(np.ldexp(np.where(big, 0.0, a), RAW_BITS - e)).astype(np.int64)
+    k = ex.astype(np.int64) - e
+    frac = np.floor(np.ldexp(2.0 * m - 1.0, RAW_BITS)).astype(np.int64)
+    mag = np.where(big, (np.maximum(k, 0) << RAW_BITS) + frac, lin)
+    return np.where(values < 0, -mag, mag)
+
+
+def raw_value(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """A value inside raw code ``rel``'s cell (its end nearest 0, exactly representable)."""
+    mag = np.abs(rel)
+    k = mag >> RAW_BITS
+    frac = (mag & ((1 << RAW_BITS) - 1)).astype(np.float64)
+    with np.errstate(over="ignore"):
+        v = np.where(k == 0, np.ldexp(mag.astype(np.float64), e - RAW_BITS),
+                     np.ldexp(1.0 + np.ldexp(frac, -RAW_BITS), e + k - 1))
+    return np.where(rel < 0, -v, v)
+
+
+def true_codes(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The scalefree code (:class:`~dpsql.core.scalefree.FloatCodes`, centre 0; absolute, not an offset) of every
+    value in raw cell ``rel``: a monotone map, since each of the measure's cells is a union of raw cells."""
+    rel = np.asarray(rel, dtype=np.int64)
+    e = np.broadcast_to(np.asarray(e, dtype=np.int64), rel.shape)
+    return _codes_per_row(raw_value(rel, e), e) if rel.size else rel.copy()
+
+
+def bucket_of(rel: np.ndarray, shift: int) -> np.ndarray:
+    """``sign * (|rel| >> shift)``: the bucket of a raw code offset at a shift."""
+    return np.sign(rel) * (np.abs(rel) >> shift)
+
+
+def _codes_per_row(v: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """FloatCodes of values v, each with its own floor e (one group per value)."""
+    n = v.size
+    codes = FloatCodes(v, np.arange(n + 1, dtype=np.int64), e)
+    return codes.take(np.arange(n), np.arange(n))
+
+
+class BatchSource:
+    """The summaries computed from a Batch in Python: the reference for the SQL passes (tests)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.s = batch.sorted()
+
+    def sizes(self) -> np.ndarray:
+        return self.s.sizes
+
+    def _sub(self, groups: np.ndarray) -> Batch:
+        lo, hi = self.s.offsets[groups], self.s.offsets[groups + 1]
+        off = np.zeros(groups.size + 1, dtype=np.int64)
+        np.cumsum(hi - lo, out=off[1:])
+        take = np.repeat(lo - off[:-1], hi - lo) + np.arange(int(off[-1]))
+        return Batch(self.s.values[take], off)
+
+    @staticmethod
+    def _count(g: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not g.size:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        key, c = np.unique(np.stack([g, k]), axis=1, return_counts=True)
+        return key[0], key[1], c.astype(np.int64)
+
+    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a, b, pg = random_pairs(self._sub(groups), rng)
+        return self._count(pg, np.clip(ceil_log2(np.abs(a - b)), GAP_LO, GAP_HI))
+
+    def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
+        sub = self._sub(groups)
+        g = sub.group_ids
+        rel = raw_codes(sub.values, e[g])
+        keep = np.ones(rel.size, dtype=bool)
+        if prev is not None:
+            b = bucket_of(rel, prev)
+            keep = (b >= lo[g]) & (b <= hi[g])
+        return self._count(g[keep], bucket_of(rel[keep], shift))
+
+    def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
+        sub = self._sub(groups)
+        r = raw_codes(sub.values, e[sub.group_ids])
+        pairs = zip(which, thr, strict=True)
+        return np.array([np.count_nonzero(r[sub.offsets[w]:sub.offsets[w + 1]] <= y) for w, y in pairs], dtype=np.int64)
+
+
+def floor_from_histogram(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int, epsilon: float,
+                         rng: Rng) -> np.ndarray:
+    """Seed 003's IQR lower bound (:func:`~dpsql.core.ranges.iqr_lower_bound`, eps-DP) from the gap-exponent
+    histogram (group, exponent, count): the same queries, thresholds and draws as on the pairs.  Keep in step
+    with ranges.iqr_lower_bound (tests/core/test_summary.py compares the two)."""
+    width = GAP_HI - GAP_LO + 1
+    npairs = np.bincount(g, weights=c, minlength=G).astype(np.int64)
+    key = g * width + (k - GAP_LO)
+    order = np.argsort(key, kind="stable")
+    key, cum = key[order], np.cumsum(c[order])
+    first = np.searchsorted(key, np.arange(G, dtype=np.int64) * width)
+    before = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0) if key.size else np.zeros(G, dtype=np.int64)
+
+    def count_le(gg: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        q = (gg * width)[:, None] + (np.clip(ks, GAP_LO, GAP_HI) - GAP_LO)[None, :]
+        pos = np.searchsorted(key, q, side="right")
+        upto = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0) if key.size else np.zeros(q.shape, np.int64)
+        return upto - before[gg][:, None]
+
+    def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        return 16 * count_le(active, ks - 1) - 3 * npairs[active][:, None]
+
+    def down(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        return 3 * npairs[active][:, None] - 16 * count_le(active, -(ks - 1))
+
+    i = svt_scan(up, G, 0, 16, epsilon / 2.0, rng, K_UP)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(1.0, (i - 2).astype(np.int64))
+    need = np.flatnonzero(i <= 1)
+    if need.size:
+        j = svt_scan(lambda act, ks: down(need[act], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
+        out[need] = np.ldexp(1.0, -j.astype(np.int64))
+    else:
+        charge_pure(epsilon / 2.0, "svt (downward scan, not needed here)")
+    return np.clip(out, B_MIN, B_MAX)
+
+
+class _KnownCodes:
+    """Sorted per-group codes known only on a run of positions (the fetched window): ``-1`` below it, ``K + 1``
+    above it (enough for :func:`rank_window`, see the module docstring)."""
+
+    def __init__(self, offsets: np.ndarray, base: np.ndarray, K: np.ndarray, g: np.ndarray, code: np.ndarray,
+                 count: np.ndarray) -> None:
+        G = offsets.size - 1
+        self.offsets, self.base, self.K = offsets, base, K
+        self.code, self.cum = code, np.cumsum(count)
+        self.first = np.searchsorted(g, np.arange(G + 1, dtype=np.int64))
+        self.before = np.where(self.first > 0, self.cum[np.maximum(self.first - 1, 0)], 0) if code.size \
+            else np.zeros(G + 1, dtype=np.int64)
+        self.known = self.before[1:] - self.before[:-1]
+        self.size = int(offsets[-1])
+
+    def __getitem__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        g = np.clip(np.searchsorted(self.offsets, idx, side="right") - 1, 0, self.K.size - 1)
+        local = idx - self.offsets[g] - self.base[g]
+        j = np.searchsorted(self.cum, self.before[g] + local, side="right") if self.code.size else local * 0
+        c = self.code[np.clip(j, 0, max(self.code.size - 1, 0))] if self.code.size else local * 0
+        return np.where(local < 0, -1, np.where(local >= self.known[g], self.K[g] + 1, c))
+
+
+def bucket_ends(b: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and the highest raw code of buckets ``b`` at ``shift`` (bucket 0 spans both signs)."""
+    return (np.where(b > 0, b << shift, -(((-b) << shift) + (1 << shift) - 1)),
+            np.where(b >= 0, (b << shift) + (1 << shift) - 1, -((-b) << shift)))
+
+
+def _bucket_ends(b: np.ndarray, shift: int, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The true codes of the lowest and the highest raw code of buckets ``b`` at ``shift``."""
+    lo, hi = bucket_ends(b, shift)
+    return true_codes(lo, e), true_codes(hi, e)
+
+
+def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: int, e: np.ndarray, base: np.ndarray,
+            n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From one bucket pass (sorted by group, bucket; ``e`` per group): per group the bucket range to keep and the
+    number of rows below it.  With j the bucket holding rank ``i_lo`` and h the one holding ``i_hi``: every
+    bucket whose highest true code is above ``T(lowest of j) - 2`` from below, up to every bucket whose lowest
+    true code is at most ``T(highest of h)`` (all buckets when ``i_lo < 1`` / ``i_hi > n``).  So every row left
+    out below has a code <= a - 2 and every row left out above a code > b (module docstring); with the
+    log-uniform table that is the bucket before j to h.  An empty group keeps the empty range [1, 0]."""
+    G = n.size
+    cum = np.cumsum(c)
+    first = np.searchsorted(g, np.arange(G + 1, dtype=np.int64))
+    start, stop = first[:-1], first[1:]
+    before = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0) if c.size else np.zeros(G + 1, dtype=np.int64)
+    empty = stop == start
+    if not c.size:
+        return np.ones(G, dtype=np.int64), np.zeros(G, dtype=np.int64), base
+    last = c.size - 1
+    top = np.maximum(stop - 1, start)
+    j = np.searchsorted(cum, before[:-1] + np.maximum(i_lo - base, 1), side="left")
+    h = np.searchsorted(cum, before[:-1] + np.clip(i_hi - base, 1, n), side="left")
+    j, h = np.clip(np.minimum(j, top), 0, last), np.clip(np.minimum(h, top), 0, last)
+    t_lo, t_hi = _bucket_ends(b, shift, e[g])
+    # first kept: the first bucket of the group with t_hi > t_lo[j] - 2 (t_hi ascends within a group)
+    keep_lo = t_hi > t_lo[j][g] - 2
+    keep_hi = t_lo <= t_hi[h][g]
+    idx = np.arange(c.size)
+    big = np.iinfo(np.int64).max
+    lo_pos = np.full(G, big, dtype=np.int64)
+    np.minimum.at(lo_pos, g[keep_lo], idx[keep_lo])
+    hi_pos = np.full(G, -1, dtype=np.int64)
+    np.maximum.at(hi_pos, g[keep_hi], idx[keep_hi])
+    lo_pos = np.where(i_lo < 1, start, np.minimum(lo_pos, j))
+    hi_pos = np.where(i_hi > n, top, np.maximum(hi_pos, h))
+    lo_pos, hi_pos = np.clip(lo_pos, 0, last), np.clip(hi_pos, 0, last)
+    lo = np.where(empty, 1, b[lo_pos])
+    hi = np.where(empty, 0, b[hi_pos])
+    below = np.where(empty | (lo_pos <= start), 0, cum[np.maximum(lo_pos - 1, 0)] - before[:-1])
+    return lo.astype(np.int64), hi.astype(np.int64), base + below
+
+
+def _raw_at_most(y: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The largest raw code whose true code is at most y (binary search over the raw codes; monotone map)."""
+    top = (1002 - np.asarray(e, dtype=np.int64)) << RAW_BITS  # above every raw code of |x| <= 2**1001
+    lo, hi = -top, top.copy()  # invariant: T(lo) <= y or lo is below every code; T(hi) > y or hi above every code
+    while np.any(hi - lo > 1):
+        mid = lo + (hi - lo) // 2
+        ok = true_codes(mid, e) <= y
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return lo
+
+
+def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float,
+               rng: Rng) -> np.ndarray:
+    """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
+    the bucket passes and one tail-count pass."""
+    G = groups.size
+    sens = max(p, 1.0 - p)
+    eps = epsilon / sens
+    shape = FloatCodes(np.zeros(0), np.zeros(G + 1, dtype=np.int64), e)
+    K = shape.K
+    t = p * n.astype(np.float64)
+    W = window_reach(K, eps)
+    i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
+    base = np.zeros(G, dtype=np.int64)
+    lo = hi = None
+    prev = None
+    for shift in SHIFTS:
+        hg, hb, hc = src.bucket_histogram(groups, e, shift, prev, lo, hi)
+        if shift == 0:
+            break
+        lo, hi, base = _locate(hg, hb, hc, shift, e, base, n, i_lo, i_hi)
+        prev = shift
+    # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
+    offsets = np.zeros(G + 1, dtype=np.int64)
+    np.cumsum(n, out=offsets[1:])
+    codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg]), hc)
+    charge_pure(eps * sens, "exponential mechanism (rank window)")
+    win = rank_window(codes, offsets, K, t, 0, eps)
+    final = np.empty(G, dtype=np.int64)
+    rounds = []  # (groups, proposals, envelope, E) per round with tail picks
+    todo = np.arange(G)
+    while todo.size:
+        y, is_lo, is_piece = propose(win, todo, rng)
+        final[todo[is_piece]] = y[is_piece]
+        tail = np.flatnonzero(~is_piece)
+        if tail.size:
+            tg = todo[tail]
+            env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
+            rounds.append((tg, y[tail], env, rng.exponential(tail.size)))
+        todo = todo[tail]
+    which = np.concatenate([r[0] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
+    ys = np.concatenate([r[1] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
+    # #{c <= y} and #{c < y} = #{c <= y - 1}, as counts of raw codes up to a threshold: one pass
+    thr = _raw_at_most(np.concatenate([ys, ys - 1]), e[np.concatenate([which, which])])
+    got = src.rank_counts(groups, e, np.concatenate([which, which]), thr)
+    le, lt = got[: ys.size], got[ys.size:]
+    out = final.copy()
+    done = np.zeros(G, dtype=bool)
+    at = 0
+    for tg, yt, env, E in rounds:
+        f, g_ = le[at:at + tg.size], lt[at:at + tg.size]
+        at += tg.size
+        loss = np.maximum(0.0, np.maximum(t[tg] - f, g_ - t[tg]))
+        acc = (E >= win.half * (loss - env)) & ~done[tg]
+        out[tg[acc]] = yt[acc]
+        done[tg[acc]] = True
+    return out
+
+
+def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
+    """dp_median (= dp_quantile at p = 1/2), scalefree, without bounds: the law of
+    :func:`~dpsql.core.scalefree.run_quantile` (module docstring); NaN = NULL.  Cost epsilon (pure)."""
+    if p != 0.5:
+        raise ValueError("summary plans cover the median only (p = 0.5)")
+    n = np.asarray(src.sizes(), dtype=np.int64)
+    n_hat = noisy_count_of(n, SPLIT["count"] * epsilon, rng)
+    out = np.full(n.size, np.nan)
+    ok = n_hat * epsilon >= NULL_BELOW["median"]
+    for sp, idx in ((SPLIT_LOW, np.flatnonzero(ok & (n_hat * epsilon < LOW_UNTIL))),
+                    (SPLIT, np.flatnonzero(ok & (n_hat * epsilon >= LOW_UNTIL)))):
+        if not idx.size:
+            continue
+        hg, hk, hc = src.gap_histogram(idx, rng)
+        b = floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng)
+        e = np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
+        k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng)
+        out[idx] = decode(k, e)
+    return out

@@ -1,0 +1,382 @@
+"""Summary plans, trusted mode (issue 17, first slice): ``run(con, sql)`` answers the default dp_median /
+dp_quantile(x, 0.5) of a simple grouped query with native DuckDB passes over per-group summaries instead of
+shipping each group to Python with ``list(x)``; the mechanism runs in Python on the summaries
+(:mod:`dpsql.core.summary`, whose docstring has the design and the privacy argument).  Same output law as the
+list route (tests/plans: byte-identical releases under a seeded generator).
+
+Compiled: ``SELECT k1, ..., dp_median(x, epsilon := e) [AS a], ... FROM <from> [WHERE ...] [GROUP BY k1, ...]``
+where every other select item is a GROUP BY expression, and each dp call is ``dp_median(x, epsilon := e)`` or
+``dp_quantile(x, 0.5, epsilon := e)`` with at most ``method := 'scalefree'`` besides (no bounds, no interval).
+Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
+The guarded front doors do not use this yet.
+
+Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
+module) a gap-histogram pass over a random matching, four bucket-histogram passes and one tail-count pass,
+whatever the data (the classes present are a function of released counts).  The matching orders each group by
+two 64-bit words per row from the OS CSPRNG (:func:`dpsql.noise.system_rng`, through a DuckDB UDF); a tie
+of all 128 bits (probability below ``n**2 2**-129`` per group) would be broken by DuckDB's sort.  With a
+seeded test generator the matching replays the list route's shuffle of the sorted rows instead (ranks from a
+window over x, positions from ``Rng.shuffle_segments``), so that releases can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from ..core import ParameterError, Params, get_method
+from ..core import summary as core_summary
+from ..core.registry import validate
+from ..noise import Rng, system_rng
+
+__all__ = ["run", "compile_query", "Plan", "Call", "DuckSource"]
+
+_DP = {"dp_median": None, "dp_quantile": 0.5}
+_ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
+                 "exclude"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One compiled dp call: its value expression (SQL), epsilon and output column name."""
+
+    value: str
+    epsilon: float
+    name: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compiled query: the FROM/WHERE text, the GROUP BY key expressions and the output columns in order
+    (``("key", i, name)`` or ``("dp", j, name)``)."""
+
+    source: str
+    keys: tuple[str, ...]
+    columns: tuple[tuple[str, int, str], ...]
+    calls: tuple[Call, ...]
+
+
+def _literal_number(node: exp.Expression) -> float | None:
+    neg = isinstance(node, exp.Neg)
+    node = node.this if neg else node
+    if isinstance(node, exp.Literal) and not node.is_string:
+        v = float(node.this)
+        return -v if neg else v
+    return None
+
+
+def _call(node: exp.Expression, name: str) -> Call | None:
+    fn = node.name.lower() if isinstance(node, exp.Anonymous) else None
+    if fn not in _DP:
+        return None
+    args = list(node.expressions)
+    pos = [a for a in args if not isinstance(a, exp.PropertyEQ)]
+    named = {a.this.name.lower(): a.expression for a in args if isinstance(a, exp.PropertyEQ)}
+    want = 1 if fn == "dp_median" else 2
+    if len(pos) != want or set(named) - {"epsilon", "method"} or "epsilon" not in named:
+        return None
+    if fn == "dp_quantile" and _literal_number(pos[1]) != 0.5:
+        return None
+    if "method" in named:
+        m = named["method"]
+        if not (isinstance(m, exp.Literal) and m.is_string and m.this in ("scalefree", "default")):
+            return None
+    eps = _literal_number(named["epsilon"])
+    if eps is None:
+        return None
+    params = Params(epsilon=eps, p=0.5)
+    validate("quantile", get_method("quantile", None), params)  # ParameterError names the argument
+    return Call(pos[0].sql("duckdb"), eps, name)
+
+
+def compile_query(sql: str) -> Plan | None:
+    """The summary plan of ``sql``, or None when this slice does not own it (module docstring)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Select) or any(v for k, v in tree.args.items() if k not in _ALLOWED_ARGS):
+        return None
+    if tree.args.get("kind") or not (tree.args.get("from") or tree.args.get("from_")):
+        return None
+    group = tree.args.get("group")
+    if group is not None and set(group.args) - {"expressions"}:
+        return None
+    keys = [g.sql("duckdb") for g in (group.expressions if group is not None else [])]
+    if any(isinstance(g, exp.Literal) for g in (group.expressions if group is not None else [])):
+        return None  # GROUP BY 1: positional
+    columns, calls = [], []
+    for item in tree.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        name = item.alias_or_name if isinstance(item, exp.Alias) else inner.sql("duckdb")
+        c = _call(inner, name)
+        if c is not None:
+            columns.append(("dp", len(calls), name))
+            calls.append(c)
+            continue
+        text = inner.sql("duckdb")
+        if text not in keys:
+            return None
+        columns.append(("key", keys.index(text), item.alias_or_name if isinstance(item, exp.Alias) else
+                        (inner.name if isinstance(inner, exp.Column) else text)))
+    if not calls or any(inner.find(exp.AggFunc, exp.Window) for inner in tree.expressions
+                        if not isinstance(inner.this if isinstance(inner, exp.Alias) else inner, exp.Anonymous)):
+        return None
+    body = tree.copy()
+    body.set("expressions", [exp.Star()])
+    body.set("group", None)
+    source = body.sql("duckdb")[len("SELECT * "):]
+    return Plan(source, tuple(keys), tuple(columns), tuple(calls))
+
+
+# --------------------------------------------------------------------------- SQL of the passes
+
+_D = "pow(2.0, 1000)"
+_VALID = "_x IS NOT NULL AND NOT isnan(_x)"
+_VC = f"CASE WHEN _x > {_D} THEN {_D} WHEN _x < -{_D} THEN -{_D} ELSE _x END"
+
+
+_TINY = "4.9406564584124654e-324"  # the smallest subnormal: log2's argument floor
+_NEAR_INT = 1e-9  # log2 is within a few ulps (< 1e-12 on |log2| <= 1100): decide exactly only this close to an integer
+
+
+def _floor_log2(a: str, l: str) -> str:
+    """Exact floor(log2(a)) for a > 0 given ``l = log2(a)``: floor(l) away from integers, else one exact
+    comparison with a power of two (DuckDB evaluates a CASE branch only on its rows)."""
+    r = f"CAST(round({l}) AS BIGINT)"
+    return (f"CASE WHEN {l} - floor({l}) BETWEEN {_NEAR_INT} AND {1 - _NEAR_INT} THEN CAST(floor({l}) AS BIGINT) "
+            f"ELSE {r} - CASE WHEN {a} < pow(2.0, {r}) THEN 1 ELSE 0 END END")
+
+
+def _ceil_log2(a: str, l: str) -> str:
+    """Exact smallest k with a <= 2**k, a > 0, given ``l = log2(a)``."""
+    r = f"CAST(round({l}) AS BIGINT)"
+    return (f"CASE WHEN {l} - floor({l}) BETWEEN {_NEAR_INT} AND {1 - _NEAR_INT} THEN CAST(ceil({l}) AS BIGINT) "
+            f"ELSE {r} + CASE WHEN {a} <= pow(2.0, {r} - 1) THEN -1 WHEN {a} <= pow(2.0, {r}) THEN 0 ELSE 1 END END")
+
+
+def _bucket(shift: int) -> str:
+    """The raw bucket ``sign * (mag >> shift)`` of a row with ``_neg`` and ``_mag``."""
+    return f"CASE WHEN _neg THEN -(_mag >> {shift}) ELSE (_mag >> {shift}) END"
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    return con.sql(sql).arrow().read_all()
+
+
+def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
+    return t.column(col).to_numpy(zero_copy_only=False).astype(dtype)
+
+
+class DuckSource:
+    """:class:`dpsql.core.summary.Source` over one dp call of a plan: native DuckDB passes (module docstring)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
+                 rng: Rng) -> None:
+        self.con, self.plan, self.groups, self.n, self.rng = con, plan, groups, n, rng
+        keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
+        value = plan.calls[call].value
+        self.base = f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x {plan.source})"
+        self.passes = 0
+
+    def sizes(self) -> np.ndarray:
+        return self.n
+
+    def _params(self, groups: np.ndarray, cols: dict[str, np.ndarray]) -> str:
+        """Register a per-group parameter table for ``groups`` (their keys, ``_g`` = index into groups, cols)
+        and return the FROM text joining it to the rows."""
+        t = self.groups.take(pa.array(groups)) if self.plan.keys else pa.table({})
+        t = t.append_column("_g", pa.array(np.arange(groups.size, dtype=np.int64))) if self.plan.keys else \
+            pa.table({"_g": pa.array(np.zeros(1, dtype=np.int64))})
+        for name, v in cols.items():
+            t = t.append_column(name, pa.array(v))
+        name = f"_dpsql_plan_par{next(self._ids)}"
+        self.con.register(name, t)
+        self._registered.append(name)
+        if not self.plan.keys:
+            return f"{self.base} b CROSS JOIN {name} p"
+        on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM p._k{i}" for i in range(len(self.plan.keys)))
+        return f"{self.base} b JOIN {name} p ON {on}"
+
+    def _run(self, sql: str) -> pa.Table:
+        self._registered: list[str] = getattr(self, "_registered", [])
+        self.passes += 1
+        try:
+            return _fetch(self.con, sql)
+        finally:
+            for name in self._registered:
+                self.con.unregister(name)
+            self._registered = []
+
+    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self._registered = []
+        src = self._params(groups, {})
+        if rng.is_secure:
+            rows = (f"SELECT p._g AS _g, {_VC} AS v, _dpsql_plan_key(_x, 1) AS k1, _dpsql_plan_key(_x, 2) AS k2 "
+                    f"FROM {src} WHERE {_VALID}")
+            order = "k1, k2"
+        else:  # replay the list route's matching: its shuffle of the sorted rows (positions by sorted rank)
+            sizes = self.n[groups]
+            off = np.zeros(groups.size + 1, dtype=np.int64)
+            np.cumsum(sizes, out=off[1:])
+            perm = rng.shuffle_segments(np.arange(int(off[-1]), dtype=np.int64), off)
+            g = np.repeat(np.arange(groups.size, dtype=np.int64), sizes)
+            pos = np.arange(perm.size, dtype=np.int64) - off[g]
+            name = f"_dpsql_plan_perm{next(self._ids)}"
+            self.con.register(name, pa.table({"_g": g, "_rank": perm - off[g], "_pos": pos}))
+            self._registered.append(name)
+            rows = (f"SELECT r._g AS _g, r.v AS v, q._pos AS k1, 0 AS k2 FROM (SELECT p._g AS _g, {_VC} AS v, "
+                    f"row_number() OVER (PARTITION BY p._g ORDER BY {_VC}) - 1 AS _rank FROM {src} WHERE {_VALID}) r "
+                    f"JOIN {name} q ON r._g = q._g AND r._rank = q._rank")
+            order = "k1"
+        k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
+             f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
+        pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos FROM ({rows}) "
+                 f"WINDOW w AS (PARTITION BY _g ORDER BY {order})")
+        sql = (f"SELECT _g, {k} AS k, count(*) AS c FROM (SELECT _g, _gap, log2(greatest(_gap, {_TINY})) AS _lg "
+               f"FROM ({pairs}) WHERE _pos % 2 = 0) GROUP BY ALL ORDER BY _g, k")
+        t = self._run(sql)
+        return _np(t, "_g"), _np(t, "k"), _np(t, "c")
+
+    def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "") -> str:
+        """The valid rows of ``groups``: group ``_g``, floor exponent ``_e``, ``_pe = 2**e`` and the split
+        ``_s1 _s2 = 2**(RAW_BITS - e)`` (per-group constants: no pow per row), clamped value ``_v``, ``_neg``,
+        ``_a = |x|`` and its ``_l = log2``, and ``cols``; ``where`` filters on them."""
+        e = e.astype(np.int64)
+        h = (core_summary.RAW_BITS - e) // 2
+        src = self._params(groups, {"_e": e, "_pe": np.ldexp(1.0, e), "_s1": np.ldexp(1.0, h),
+                                    "_s2": np.ldexp(1.0, core_summary.RAW_BITS - e - h), **cols})
+        extra = "".join(f", p.{c} AS {c}" for c in ("_e", "_pe", "_s1", "_s2", *cols))
+        rows = f"SELECT p._g AS _g{extra}, {_VC} AS _v FROM {src} WHERE {_VALID}"
+        return (f"SELECT *, _v < 0 AS _neg, abs(_v) AS _a, log2(greatest(abs(_v), 4.9406564584124654e-324)) AS _l "
+                f"FROM ({rows}) {where}")
+
+    def _octave(self) -> str:
+        """The octave ``k = ex1 + 1 - e`` above the floor (meaningful where ``_a >= _pe``)."""
+        return f"({_floor_log2('_a', '_l')} + 1 - _e)"
+
+    def _mag(self) -> str:
+        """core.summary.raw_codes' magnitude (exact float steps; one pow per row above the floor)."""
+        ex1 = "(_k + _e - 1)"
+        octave = (f"(_k << {core_summary.RAW_BITS}) + CAST(floor((_a / pow(2.0, {ex1}) - 1.0) * "
+                  f"{float(2 ** core_summary.RAW_BITS)!r}) AS BIGINT)")
+        return f"CASE WHEN _a < _pe THEN CAST(floor(_a * _s1 * _s2) AS BIGINT) ELSE {octave} END"
+
+    def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
+        self._registered = []
+        if prev is None:  # the octave pass: no mantissa needed
+            assert shift == core_summary.RAW_BITS
+            rows = self._rows(groups, e, {})
+            b = f"CASE WHEN _a < _pe THEN 0 WHEN _neg THEN -{self._octave()} ELSE {self._octave()} END"
+            sql = f"SELECT _g, {b} AS b, count(*) AS c FROM ({rows}) GROUP BY ALL ORDER BY _g, b"
+        else:  # first a cheap value filter (a superset of the buckets' rows), then the exact bucket filter
+            vlo, vhi = _value_range(lo, hi, prev, e)
+            rows = self._rows(groups, e, {"_lo": lo, "_hi": hi, "_vlo": vlo, "_vhi": vhi},
+                              "WHERE _v BETWEEN _vlo AND _vhi")
+            mag = f"SELECT *, {self._mag()} AS _mag FROM (SELECT *, {self._octave()} AS _k FROM ({rows}))"
+            sql = (f"SELECT _g, {_bucket(shift)} AS b, count(*) AS c FROM ({mag}) WHERE {_bucket(prev)} "
+                   f"BETWEEN _lo AND _hi GROUP BY ALL ORDER BY _g, b")
+        t = self._run(sql)
+        return _np(t, "_g"), _np(t, "b"), _np(t, "c")
+
+    def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
+        """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
+        end of cell -thr)`` (thr < 0)."""
+        self._registered = []
+        G = groups.size
+        slot = np.zeros(which.size, dtype=np.int64)
+        seen = np.zeros(G, dtype=np.int64)
+        for i, w in enumerate(which):  # a few points at most (tail proposals)
+            slot[i] = seen[w]
+            seen[w] += 1
+        Q = max(1, int(seen.max(initial=0)))  # always at least one (a dummy): the pass runs whatever the draws
+        ee = e[which]
+        with np.errstate(over="ignore"):
+            v = np.where(thr >= 0, core_summary.raw_value(thr + 1, ee), -core_summary.raw_value(-thr, ee))
+        cols = {}
+        for q in range(Q):
+            at = slot == q
+            vq, sq = np.zeros(G), np.ones(G, dtype=bool)
+            vq[which[at]], sq[which[at]] = v[at], thr[at] >= 0
+            cols[f"_v{q}"], cols[f"_s{q}"] = vq, sq
+        src = self._params(groups, cols)
+        extra = "".join(f", p._v{q} AS _v{q}, p._s{q} AS _s{q}" for q in range(Q))
+        counts = ", ".join(f"count_if(CASE WHEN _s{q} THEN _v < _v{q} ELSE _v <= _v{q} END) AS c{q}" for q in range(Q))
+        t = self._run(f"SELECT _g, {counts} FROM (SELECT p._g AS _g{extra}, {_VC} AS _v FROM {src} "
+                      f"WHERE {_VALID}) GROUP BY _g")
+        table = np.zeros((G, Q), dtype=np.int64)
+        g = _np(t, "_g")
+        for q in range(Q):
+            table[g, q] = _np(t, f"c{q}")
+        return table[which, slot]
+
+
+def _value_range(lo: np.ndarray, hi: np.ndarray, shift: int, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float bounds holding every value whose raw bucket at ``shift`` lies in [lo, hi] (inclusive, a superset:
+    the passes filter exactly after)."""
+    rv = core_summary.raw_value
+    r_lo = core_summary.bucket_ends(lo, shift)[0]
+    r_hi = core_summary.bucket_ends(hi, shift)[1]
+    with np.errstate(over="ignore"):
+        v_lo = np.where(r_lo > 0, rv(r_lo, e), -rv(np.abs(r_lo) + 1, e))
+        v_hi = np.where(r_hi >= 0, rv(r_hi + 1, e), -rv(np.abs(r_hi), e))
+    return np.nan_to_num(v_lo, nan=-np.inf), np.nan_to_num(v_hi, nan=np.inf)
+
+
+def _install_key(con: duckdb.DuckDBPyConnection) -> None:
+    """``_dpsql_plan_key(x, i)``: one uniform 64-bit word per row from the OS CSPRNG (never folded or cached)."""
+    rng = system_rng()
+
+    def key(x: pa.Array, i: pa.Array) -> pa.Array:
+        return pa.array(rng.words(len(x)).view(np.int64))
+
+    try:
+        con.remove_function("_dpsql_plan_key")
+    except Exception:  # noqa: BLE001 - not registered yet
+        pass
+    con.create_function("_dpsql_plan_key", key, [duckdb.sqltype("DOUBLE"), duckdb.sqltype("INTEGER")],
+                        duckdb.sqltype("BIGINT"), type="arrow", side_effects=True)
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.Table:
+    """Run ``sql`` (trusted mode) and return its result: through summary plans when :func:`compile_query` owns
+    it, else as written (the plain macros; ``dpsql.install(con)`` first).  ``rng``: a seeded generator, for
+    tests only; production noise and matchings come from the OS CSPRNG."""
+    plan = compile_query(sql)
+    if plan is None:
+        return _fetch(con, sql)
+    rng = system_rng() if rng is None else rng
+    if rng.is_secure:
+        _install_key(con)
+    keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
+    xs = ", ".join(f"count(*) FILTER (WHERE _x{j} IS NOT NULL AND NOT isnan(_x{j})) AS _n{j}"
+                   for j in range(len(plan.calls)))
+    vals = ", ".join(f"CAST({c.value} AS DOUBLE) AS _x{j}" for j, c in enumerate(plan.calls))
+    inner = f"SELECT {keys + ', ' if keys else ''}{vals} {plan.source}"
+    groups = _fetch(con, f"SELECT {', '.join(f'_k{i}' for i in range(len(plan.keys))) + ', ' if keys else ''}"
+                         f"{xs} FROM ({inner}) {'GROUP BY ALL' if keys else ''}")
+    key_table = groups.select([f"_k{i}" for i in range(len(plan.keys))])
+    out = []
+    for j, call in enumerate(plan.calls):
+        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng)
+        out.append(core_summary.median(src, call.epsilon, rng))
+    arrays, names = [], []
+    for kind, i, name in plan.columns:
+        names.append(name)
+        if kind == "key":
+            arrays.append(groups.column(f"_k{i}"))
+        else:
+            v = out[i]
+            arrays.append(pa.array(v, type=pa.float64(), mask=np.isnan(v)))
+    return pa.table(arrays, names=names)
+
+
+ParameterError = ParameterError  # re-exported: a bad epsilon raises it, naming the argument
