@@ -39,6 +39,7 @@ __all__ = [
     "K_RADIUS",
     "random_pairs",
     "iqr_lower_bound",
+    "iqr_lower_bound_from",
     "radius",
     "private_quantile_in",
     "infinite_range",
@@ -113,8 +114,18 @@ def iqr_lower_bound(
     """
     G = batch.groups
     a, b, pg = pairs if pairs is not None else random_pairs(batch, rng)
-    count_le = _gap_exponent_counts(np.abs(a - b), pg, G)
-    npairs = np.bincount(pg, minlength=G)
+    return iqr_lower_bound_from(_gap_exponent_counts(np.abs(a - b), pg, G), np.bincount(pg, minlength=G), epsilon,
+                                rng)
+
+
+def iqr_lower_bound_from(
+    count_le: Callable[[np.ndarray, np.ndarray], np.ndarray], npairs: np.ndarray, epsilon: float, rng: Rng
+) -> np.ndarray:
+    """:func:`iqr_lower_bound` from its data summary: ``count_le(g, k)``, #{pair gaps of group g[i] that are
+    <= 2**k[j]} (a matrix), and the pairs per group ``npairs`` (a summary route computes both without the
+    rows).  The same queries, thresholds and draws; cost eps (pure), proof as there."""
+    npairs = np.asarray(npairs, dtype=np.int64)
+    G = npairs.size
 
     def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
         c = count_le(active, ks - 1)  # x_i = 2**(i-1)

@@ -51,9 +51,8 @@ import numpy as np
 
 from ..noise import Rng
 from .batch import Batch
-from .helpers import B_MAX, B_MIN
-from .primitives import ceil_log2, noisy_count_of, propose, rank_window, svt_scan, window_reach
-from .ranges import K_DOWN, K_UP, random_pairs
+from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
+from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
 from .scalefree import E_MIN, E_TOP, LOW_UNTIL, NULL_BELOW, SPLIT, SPLIT_LOW, FloatCodes, decode
 from .spending import charge_pure
 
@@ -184,8 +183,8 @@ class BatchSource:
 def floor_from_histogram(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int, epsilon: float,
                          rng: Rng) -> np.ndarray:
     """Seed 003's IQR lower bound (:func:`~dpsql.core.ranges.iqr_lower_bound`, eps-DP) from the gap-exponent
-    histogram (group, exponent, count): the same queries, thresholds and draws as on the pairs.  Keep in step
-    with ranges.iqr_lower_bound (tests/core/test_summary.py compares the two)."""
+    histogram (group, exponent, count), through :func:`~dpsql.core.ranges.iqr_lower_bound_from`: the same
+    queries, thresholds and draws as on the pairs (tests/core/test_summary.py compares the two)."""
     width = GAP_HI - GAP_LO + 1
     npairs = np.bincount(g, weights=c, minlength=G).astype(np.int64)
     key = g * width + (k - GAP_LO)
@@ -200,22 +199,7 @@ def floor_from_histogram(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int, ep
         upto = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0) if key.size else np.zeros(q.shape, np.int64)
         return upto - before[gg][:, None]
 
-    def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        return 16 * count_le(active, ks - 1) - 3 * npairs[active][:, None]
-
-    def down(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        return 3 * npairs[active][:, None] - 16 * count_le(active, -(ks - 1))
-
-    i = svt_scan(up, G, 0, 16, epsilon / 2.0, rng, K_UP)
-    with np.errstate(over="ignore"):
-        out = np.ldexp(1.0, (i - 2).astype(np.int64))
-    need = np.flatnonzero(i <= 1)
-    if need.size:
-        j = svt_scan(lambda act, ks: down(need[act], ks), need.size, 0, 16, epsilon / 2.0, rng, K_DOWN)
-        out[need] = np.ldexp(1.0, -j.astype(np.int64))
-    else:
-        charge_pure(epsilon / 2.0, "svt (downward scan, not needed here)")
-    return np.clip(out, B_MIN, B_MAX)
+    return iqr_lower_bound_from(count_le, npairs, epsilon, rng)
 
 
 class _KnownCodes:
