@@ -1,6 +1,6 @@
 """The translator over the guard's corpus: every allowed query translates (or is refused with DPSQL-E013, never
 dropped silently); totality, rounding, typed NULLs and the salted order are in the Spark text; Spark analyses
-the translations (tests/spark/test_corpus.py runs them)."""
+the translations (tests/spark/test_spark_corpus.py runs them)."""
 
 from __future__ import annotations
 
