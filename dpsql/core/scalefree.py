@@ -85,6 +85,11 @@ ROUTE = 100.0
 #: at -60 a floor 46-58 octaves under the data (seed 003's downward scan, ~1e-3 of runs at any n eps_floor)
 #: left the data in octaves of a few codes: p90 answers 1e5-1e90 IQR off; -30 keeps 2**7 codes there
 NEAR_CLAMP = (-30, 3)
+#: the near route's centre codes values linearly below ``2**min(e, CENTRE_TOP)``: a floor that overshot the data by
+#: 40+ octaves (~2e-4 of runs at n eps_floor ~ 30) put every row in the centre's linear cell around 0 and the
+#: centre collapsed to exactly 0, where :func:`_near_exponent` cannot clamp (a p90 1.8e35 IQR off, measured);
+#: below 2**24 the centre resolves any data above 2**-12, and a lower cap only adds log-uniform octaves
+CENTRE_TOP = 24
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
@@ -387,7 +392,7 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
         sub = _groups(s, idx)
         sp = SPLIT_TAIL if route else SPLIT_NEAR
         ee = _floor_exponent(sub, sp["bound"] * epsilon, rng)
-        c = None if route else _centre(sub, ee, sp["centre"] * epsilon, rng)
+        c = None if route else _centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
         share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
         if not route:
             ee = _near_exponent(ee, c)
