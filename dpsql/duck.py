@@ -32,6 +32,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -65,10 +66,10 @@ _NATIVE_AGGREGATES = ("sum", "mean", "var")
 #: the parameters the UDFs receive, in order: the list route (_dpsql_agg), the interval UDF (_dpsql_agg_ci), the
 #: native route (_dpsql_fin: those of the native aggregates' functions); dp_count's UDF (_dpsql_count) takes
 #: dp_count's named arguments
-_PARAM_NAMES = call_parameters()
-_CI_PARAM_NAMES = call_parameters(interval=True)
-_FIN_PARAM_NAMES = parameters_of(f for f in PLAIN_FUNCTIONS if f.aggregate in _NATIVE_AGGREGATES)
-_COUNT_PARAM_NAMES = FUNCTIONS["dp_count"].named
+PARAM_NAMES = call_parameters()
+CI_PARAM_NAMES = call_parameters(interval=True)
+FIN_PARAM_NAMES = parameters_of(f for f in PLAIN_FUNCTIONS if f.aggregate in _NATIVE_AGGREGATES)
+COUNT_PARAM_NAMES = FUNCTIONS["dp_count"].named
 #: what install runs, in order: the hand-written helpers, then the macros generated from the surface
 _SQL_FILES = ("native.sql", "macros.sql")
 #: install(guarded=True), the guarded session's executor: a dp_* call on a non-numeric value fails when DuckDB
@@ -189,22 +190,25 @@ def _release_ci(name: str, value: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     return pa.StructArray.from_arrays(fields, names=list(CI_FIELDS), mask=pa.array(np.isnan(value)))
 
 
-def _make_agg(rng_factory):  # noqa: ANN001, ANN202
+def make_agg(rng_factory: Callable[[], Rng]) -> Callable[..., Any]:
+    """The Python function behind ``_dpsql_agg`` (a list-route dp_* aggregate); ``rng_factory()`` gives each
+    call's noise source.  Used by :func:`install` and by :mod:`dpsql.spark`."""
     def _dpsql_agg(agg, lst, *values):  # noqa: ANN001, ANN002, ANN202
-        raw = dict(zip(_PARAM_NAMES, values, strict=True))
+        raw = dict(zip(PARAM_NAMES, values, strict=True))
         name, _, _, m, params = _checked_call(agg, raw)
         batch = _batch_from_lists(lst)
         return _release(name, m.run(batch, budget_of(m, params), params, rng_factory()))
 
-    return _udf(_dpsql_agg, ("agg", "lst"), _PARAM_NAMES)
+    return _udf(_dpsql_agg, ("agg", "lst"), PARAM_NAMES)
 
 
-def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
+def make_agg_ci(rng_factory: Callable[[], Rng]) -> Callable[..., Any]:
+    """The Python function behind ``_dpsql_agg_ci`` (a dp_*_ci aggregate): see :func:`make_agg`."""
     def _dpsql_agg_ci(agg, lst, n, *values):  # noqa: ANN001, ANN002, ANN202
         """dp_*_ci (sql/macros.sql): ``_dpsql_agg``'s release with its interval.  Counts come as ``n`` (DuckDB's
         count, released by the core's ``Method.counts_interval`` as in ``_dpsql_count``), every other aggregate as
         the list ``lst``."""
-        raw = dict(zip(_CI_PARAM_NAMES, values, strict=True))
+        raw = dict(zip(CI_PARAM_NAMES, values, strict=True))
         name, fn, _, m, params = _checked_call(agg, raw, interval=True)
         if name == "count":
             m = _count_method(fn, m)
@@ -213,22 +217,23 @@ def _make_agg_ci(rng_factory):  # noqa: ANN001, ANN202
             value, lo, hi = m.interval(_batch_from_lists(lst), budget_of(m, params), params, rng_factory())
         return _release_ci(name, value, lo, hi)
 
-    return _udf(_dpsql_agg_ci, ("agg", "lst", "n"), _CI_PARAM_NAMES)
+    return _udf(_dpsql_agg_ci, ("agg", "lst", "n"), CI_PARAM_NAMES)
 
 
-def _make_fin(rng_factory):  # noqa: ANN001, ANN202
+def make_fin(rng_factory: Callable[[], Rng]) -> Callable[..., Any]:
+    """The Python function behind ``_dpsql_fin`` (the native ``clipped`` route's finish): see :func:`make_agg`."""
     def _dpsql_fin(agg, n, k1, k2, *values):  # noqa: ANN001, ANN002, ANN202
         """The native route of ``method := 'clipped'`` (sql/macros.sql, sql/native.sql): DuckDB computed each
         group's row count and integer fixed-point sums (dpsql.core.clipped.clipped_stats); this adds the noise
         with the same code as the list route, after the same parameter checks."""
-        raw = dict(zip(_FIN_PARAM_NAMES, values, strict=True))
+        raw = dict(zip(FIN_PARAM_NAMES, values, strict=True))
         name, fn, core_agg, m, params = _checked_call(agg, raw)
         if m.name != "clipped":  # the macro routes here only for method := 'clipped'
             raise ParameterError(f"{fn}: internal routing error")
         n, k1, k2 = (pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64) for a in (n, k1, k2))
         return _release(name, clipped_finish(core_agg, n, k1, k2, budget_of(m, params), params, rng_factory()))
 
-    return _udf(_dpsql_fin, ("agg", "n", "k1", "k2"), _FIN_PARAM_NAMES)
+    return _udf(_dpsql_fin, ("agg", "n", "k1", "k2"), FIN_PARAM_NAMES)
 
 
 def _fixed_point_step(s: pa.Array) -> pa.Array:
@@ -254,10 +259,11 @@ def _counts(n: pa.Array) -> np.ndarray:
     return pc.fill_null(n, 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _make_count(rng_factory):  # noqa: ANN001, ANN202
+def make_count(rng_factory: Callable[[], Rng]) -> Callable[..., Any]:
+    """The Python function behind ``_dpsql_count`` (dp_count from DuckDB's counts): see :func:`make_agg`."""
     def _dpsql_count(n, *values):  # noqa: ANN001, ANN002, ANN202
         fn = "dp_count"
-        cols = dict(zip(_COUNT_PARAM_NAMES, values, strict=True))
+        cols = dict(zip(COUNT_PARAM_NAMES, values, strict=True))
         eps = _num(_constant(cols["epsilon"], "epsilon", fn), "epsilon", fn)
         mname = _constant(cols["method"], "method", fn)
         m = get_method("count", mname)
@@ -266,7 +272,7 @@ def _make_count(rng_factory):  # noqa: ANN001, ANN202
         value = _count_method(fn, m).counts(_counts(n), budget_of(m, params), params, rng_factory())
         return pa.array(value, type=pa.float64())
 
-    return _udf(_dpsql_count, ("n",), _COUNT_PARAM_NAMES)
+    return _udf(_dpsql_count, ("n",), COUNT_PARAM_NAMES)
 
 
 def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
@@ -288,8 +294,8 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
             pass
     con.create_function(
         "_dpsql_agg",
-        _make_agg(factory),
-        [V, duckdb.list_type(D), *_types(_PARAM_NAMES)],
+        make_agg(factory),
+        [V, duckdb.list_type(D), *_types(PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",
@@ -298,8 +304,8 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
     I = duckdb.sqltype("BIGINT")
     con.create_function(
         "_dpsql_agg_ci",
-        _make_agg_ci(factory),
-        [V, duckdb.list_type(D), I, *_types(_CI_PARAM_NAMES)],
+        make_agg_ci(factory),
+        [V, duckdb.list_type(D), I, *_types(CI_PARAM_NAMES)],
         duckdb.struct_type({f: D for f in CI_FIELDS}),
         type="arrow",
         null_handling="special",
@@ -307,8 +313,8 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
     )
     con.create_function(
         "_dpsql_fin",
-        _make_fin(factory),
-        [V, I, I, I, *_types(_FIN_PARAM_NAMES)],
+        make_fin(factory),
+        [V, I, I, I, *_types(FIN_PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",
@@ -316,8 +322,8 @@ def install(con: duckdb.DuckDBPyConnection, rng: Rng | None = None, *,
     )
     con.create_function(
         "_dpsql_count",
-        _make_count(factory),
-        [I, *_types(_COUNT_PARAM_NAMES)],
+        make_count(factory),
+        [I, *_types(COUNT_PARAM_NAMES)],
         D,
         type="arrow",
         null_handling="special",

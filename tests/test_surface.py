@@ -50,7 +50,7 @@ def test_binding_and_generator_agree():
     from dpsql import duck
 
     assert set(duck._NATIVE_AGGREGATES) == set(macrogen.NATIVE)
-    assert duck._FIN_PARAM_NAMES == macrogen.native_parameters()
+    assert duck.FIN_PARAM_NAMES == macrogen.native_parameters()
     assert duck._SQL_FILES[-1] == macrogen.MACRO_FILE
 
 

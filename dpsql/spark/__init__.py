@@ -61,8 +61,8 @@ def register_udfs(spark: Any) -> None:
     from .. import duck
     from ..noise import system_rng
 
-    makers = {"_dpsql_agg": duck._make_agg, "_dpsql_agg_ci": duck._make_agg_ci, "_dpsql_fin": duck._make_fin,
-              "_dpsql_count": duck._make_count}
+    makers = {"_dpsql_agg": duck.make_agg, "_dpsql_agg_ci": duck.make_agg_ci, "_dpsql_fin": duck.make_fin,
+              "_dpsql_count": duck.make_count}
     with warnings.catch_warnings():  # pyspark prefers type hints; the surface decides the arguments instead
         warnings.simplefilter("ignore", UserWarning)
         for name, (_, _, returns) in UDF_SIGNATURES.items():

@@ -39,7 +39,7 @@ import numpy as np
 import sqlglot
 from sqlglot import exp
 
-from ..duck import _CI_PARAM_NAMES, _COUNT_PARAM_NAMES, _FIN_PARAM_NAMES, _PARAM_NAMES
+from ..duck import CI_PARAM_NAMES, COUNT_PARAM_NAMES, FIN_PARAM_NAMES, PARAM_NAMES
 from ..errors import PrivacyError
 from ..sqltext import script
 from ..surface import PARAMETERS
@@ -56,10 +56,10 @@ _CI_TYPE = "STRUCT<value: DOUBLE, lo: DOUBLE, hi: DOUBLE>"
 #: the Python UDFs of dpsql.duck as the macros call them: leading (name, Spark type) arguments, then the
 #: surface parameters (DOUBLE or STRING), and the return type
 UDF_SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "_dpsql_agg": (("STRING", "ARRAY<DOUBLE>"), _PARAM_NAMES, "DOUBLE"),
-    "_dpsql_agg_ci": (("STRING", "ARRAY<DOUBLE>", "BIGINT"), _CI_PARAM_NAMES, _CI_TYPE),
-    "_dpsql_fin": (("STRING", "BIGINT", "BIGINT", "BIGINT"), _FIN_PARAM_NAMES, "DOUBLE"),
-    "_dpsql_count": (("BIGINT",), _COUNT_PARAM_NAMES, "DOUBLE"),
+    "_dpsql_agg": (("STRING", "ARRAY<DOUBLE>"), PARAM_NAMES, "DOUBLE"),
+    "_dpsql_agg_ci": (("STRING", "ARRAY<DOUBLE>", "BIGINT"), CI_PARAM_NAMES, _CI_TYPE),
+    "_dpsql_fin": (("STRING", "BIGINT", "BIGINT", "BIGINT"), FIN_PARAM_NAMES, "DOUBLE"),
+    "_dpsql_count": (("BIGINT",), COUNT_PARAM_NAMES, "DOUBLE"),
 }
 
 #: node types that translate as they are (sqlglot generates their Spark form); anything else is refused

@@ -3,6 +3,7 @@ hospital data of tests/guard as Spark DataFrames."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "guard"))
 def spark():
     from pyspark.sql import SparkSession
 
+    # the executors' Python is this interpreter (pyarrow, dpsql), not whatever `python3` is first on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     s = (SparkSession.builder.master("local[2]").appName("dpsql-tests")
          .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")

@@ -74,8 +74,8 @@ def test_native_sums_equal_duckdb(session, hospital_duck, spark):
     con = duckdb.connect()
     dpsql.install(con)
     con.remove_function("_dpsql_fin")
-    fin = duck._udf(k1, ("agg", "n", "k1", "k2"), duck._FIN_PARAM_NAMES)
-    types = ["VARCHAR", "BIGINT", "BIGINT", "BIGINT", *duck._types(duck._FIN_PARAM_NAMES)]
+    fin = duck._udf(k1, ("agg", "n", "k1", "k2"), duck.FIN_PARAM_NAMES)
+    types = ["VARCHAR", "BIGINT", "BIGINT", "BIGINT", *duck._types(duck.FIN_PARAM_NAMES)]
     con.create_function("_dpsql_fin", fin, types, "DOUBLE", type="arrow", null_handling="special", side_effects=False)
     con.execute("CREATE MACRO _dpsql_rand() AS (random() * 9e18)::BIGINT")
     for t in ("visits", "clinics"):
