@@ -182,14 +182,17 @@ def _top_octave(e: np.ndarray, decay: int) -> np.ndarray:
     return k if _TOP[decay] is None else np.minimum(k, _TOP[decay])
 
 
+def _mag_max_in(table, e: np.ndarray, decay: int) -> np.ndarray:
+    """:func:`_mag_max` for floors sharing one octave table."""
+    bits, base, _ = table
+    k = _top_octave(e, decay)
+    return base[k] + np.left_shift(1, bits[k]) - 1
+
+
 def _mag_max(e: np.ndarray, decay: int = 0) -> np.ndarray:
     """The largest magnitude code given the floor exponent (the top of octave ``E_TOP - e``, or of the
     measure's last octave)."""
-    def one(table, e):
-        bits, base, _ = table
-        k = _top_octave(e, decay)
-        return base[k] + np.left_shift(1, bits[k]) - 1
-    return _per_table(e, decay, one)
+    return _per_table(e, decay, lambda table, e: _mag_max_in(table, e, decay))
 
 
 def _magnitude(ay: np.ndarray, e: np.ndarray, decay: int = 0) -> np.ndarray:
@@ -253,7 +256,8 @@ def decode(code: np.ndarray, e: np.ndarray, c: np.ndarray | None = None, decay: 
 def _decode_in(table, code: np.ndarray, e: np.ndarray, decay: int, edge: int) -> np.ndarray:
     """:func:`decode` relative to the centre, for floors sharing one octave table."""
     bits, base, mb = table
-    rel = code - (base[_top_octave(e, decay)] + np.left_shift(1, bits[_top_octave(e, decay)]) - 1)
+    top = _mag_max_in(table, e, decay)
+    rel = code - top
     mag = np.abs(rel)
     # the last octave holding this code (within the floor's range of octaves)
     k = np.clip(np.searchsorted(base, mag, side="right") - 1, 1, E_TOP - e)
@@ -270,15 +274,18 @@ def _decode_in(table, code: np.ndarray, e: np.ndarray, decay: int, edge: int) ->
         zero = 0.0 if edge == 0 else edge * np.ldexp(1.0, e - mb)
     val = np.where(mag >= 1 << mb, up, np.where(mag == 0, zero, lin))
     if _TOP[decay] is not None and edge != 0:  # the saturated "beyond" code: its outer end is infinite
-        top = base[_top_octave(e, decay)] + np.left_shift(1, bits[_top_octave(e, decay)]) - 1
         val = np.where((mag == top) & ((rel < 0) == (edge < 0)) & (rel != 0), np.inf, val)
     return np.where(rel < 0, -val, val)
 
 
+def floor_exponent_of(b: np.ndarray) -> np.ndarray:
+    """``e`` with ``2**e = b`` for seed 003's IQR lower bound ``b`` (a power of two), clamped to the float range."""
+    return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
+
+
 def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
     """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP), clamped to the float range."""
-    b = iqr_lower_bound(s, epsilon, rng)
-    return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
+    return floor_exponent_of(iqr_lower_bound(s, epsilon, rng))
 
 
 def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None = None,
@@ -403,6 +410,16 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
     return out
 
 
+def median_classes(n_hat: np.ndarray, epsilon: float) -> list[tuple[dict[str, float], np.ndarray]]:
+    """The median's classes by the released count (post-processing): ``(split, groups)`` for the non-empty ones,
+    ``SPLIT_LOW`` below ``n_hat eps = LOW_UNTIL``, ``SPLIT`` above; groups below ``NULL_BELOW['median']`` are in
+    none (NULL).  The list route and the summary route (:mod:`~dpsql.core.summary`) both route with this."""
+    ne = n_hat * epsilon
+    ok = ne >= NULL_BELOW["median"]
+    classes = ((SPLIT_LOW, np.flatnonzero(ok & (ne < LOW_UNTIL))), (SPLIT, np.flatnonzero(ok & (ne >= LOW_UNTIL))))
+    return [(sp, idx) for sp, idx in classes if idx.size]
+
+
 def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
                   level: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     eps, p = budget.epsilon, float(params.p)
@@ -412,11 +429,7 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
     else:
         n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
-        ok = n_hat * eps >= NULL_BELOW["median"]
-        for sp, idx in ((SPLIT_LOW, np.flatnonzero(ok & (n_hat * eps < LOW_UNTIL))),
-                        (SPLIT, np.flatnonzero(ok & (n_hat * eps >= LOW_UNTIL)))):
-            if not idx.size:
-                continue
+        for sp, idx in median_classes(n_hat, eps):
             sub = _groups(s, idx)
             e = _floor_exponent(sub, sp["bound"] * eps, rng)
             for a, b in zip(got, _quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],

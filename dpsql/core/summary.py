@@ -53,7 +53,7 @@ from ..noise import Rng
 from .batch import Batch
 from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
-from .scalefree import E_MIN, E_TOP, LOW_UNTIL, NULL_BELOW, SPLIT, SPLIT_LOW, FloatCodes, decode
+from .scalefree import SPLIT, FloatCodes, decode, floor_exponent_of, median_classes
 from .spending import charge_pure
 
 __all__ = ["Source", "BatchSource", "median", "floor_from_histogram", "SHIFTS", "GAP_LO", "GAP_HI"]
@@ -355,14 +355,9 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     n = np.asarray(src.sizes(), dtype=np.int64)
     n_hat = noisy_count_of(n, SPLIT["count"] * epsilon, rng)
     out = np.full(n.size, np.nan)
-    ok = n_hat * epsilon >= NULL_BELOW["median"]
-    for sp, idx in ((SPLIT_LOW, np.flatnonzero(ok & (n_hat * epsilon < LOW_UNTIL))),
-                    (SPLIT, np.flatnonzero(ok & (n_hat * epsilon >= LOW_UNTIL)))):
-        if not idx.size:
-            continue
+    for sp, idx in median_classes(n_hat, epsilon):
         hg, hk, hc = src.gap_histogram(idx, rng)
-        b = floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng)
-        e = np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
+        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng))
         k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng)
         out[idx] = decode(k, e)
     return out
