@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from .display import arrow_type_name, cell_text, cost_line, render_box, render_csv, render_json
 from .errors import PrivacyError
+from .guard.statement import CATALOG_STATEMENTS
 from .sqltext import split_statements, strip_comments
 
 #: dot command -> its line in .help (the help text and the completion of dot commands come from here)
@@ -351,7 +352,7 @@ def _hint(code: str, sql: str) -> str:
     """The shell's pointer from a refused catalog statement or catalog function to the metadata commands."""
     words = _code(sql).lower().split()
     first = words[0] if words else ""
-    catalog = code == "DPSQL-E003" and first in ("pragma", "show", "describe", "desc", "summarize")
+    catalog = code == "DPSQL-E003" and first in CATALOG_STATEMENTS
     catalog = catalog or (code == "DPSQL-E010" and re.search(
         r"\b(duckdb_\w+|information_schema|pg_catalog|sqlite_master|pragma_\w+)\b", sql, re.I) is not None)
     return ("Hint: .schema, .tables, DESCRIBE t, SHOW TABLES (answered from dpsql's metadata); "

@@ -12,12 +12,11 @@ nor Arrow (tests/test_surface.py), and DuckDB's parser is its only use of DuckDB
 
 from __future__ import annotations
 
-import re
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from ..sqltext import strip_comments
 from .context import refuse
 
 MAX_SQL_LENGTH = 100_000
@@ -43,14 +42,19 @@ def _type_name(statement: object) -> str:
         return "UNKNOWN"
 
 
+#: statements that ask DuckDB's catalog or statistics (refused, E003; the shell answers some from dpsql's metadata)
+CATALOG_STATEMENTS = ("describe", "desc", "show", "summarize", "pragma")
+
+
 def _metadata_hint(sql: str) -> str:
     """Where the schema is, for a refused catalog statement (DESCRIBE, SHOW, SUMMARIZE, PRAGMA): dpsql answers
     those from its own metadata, never from DuckDB's statistics of the data.  Depends on the text only."""
-    words = re.sub(r"^(\s*(--[^\n]*(\n|$)|/\*.*?\*/))*", "", sql, flags=re.S).split(None, 1)
-    if not words or words[0].lower() not in ("describe", "desc", "show", "summarize", "pragma"):
+    words = strip_comments(sql).split(None, 1)
+    if not words or words[0].lower() not in CATALOG_STATEMENTS:
         return ""
     return (" (table and column metadata: `.schema` / DESCRIBE t in `dpsql shell`, information_schema.columns "
             "through `dpsql serve`, Session.tables() in Python; summaries: dp_* aggregates)")
+
 
 def _position(message: str) -> str:
     """DuckDB's parser diagnosis (its first line and the ``LINE n: ...`` excerpt with its caret): it quotes
