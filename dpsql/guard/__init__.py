@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from .bounding import output_name, rewrite_bounding
 from .catalog import Catalog, TableInfo
-from .context import Context
+from .context import Context, tag_nodes
 from .cost import check_cost
 from .fanout import check_fanout
 from .filters import rewrite_filters
@@ -133,13 +133,14 @@ def plan(sql: str, catalog: Catalog) -> Plan:
     pick = pick_list(tree, catalog)
     if pick is not None:
         return _final(answer_pick_list(tree, pick))
+    tree = tag_nodes(tree)
     ctx = Context(sql, catalog, tree=tree, scopes=query_scopes(tree))
     for analysis in ANALYSES:
         analysis(ctx)
     for rewrite in REWRITES:
-        rewrite(ctx)
+        tree = rewrite(tree, ctx)
     root = ctx.info.get(id(_outermost(ctx.tree)))
-    tree, columns = _output_columns(ctx.tree, root.columns if root else [])
+    tree, columns = _output_columns(tree, root.columns if root else [])
     return Plan(sql=tree.sql(dialect="duckdb"), cost=ctx.cost, delta=ctx.delta, mechanisms=_mechanisms(ctx.calls),
                 output_columns=columns)
 

@@ -20,11 +20,13 @@ registers nothing itself, and DuckDB's own ``random()`` is never used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlglot
 from sqlglot import exp
 
 from ..surface import CI_SUFFIX, plain_function
-from .context import PREFIX, Aggregation, Context, dp_name
+from .context import PREFIX, Aggregation, Context, dp_name, editable
 from .groups import _same
 from .totality import total_expression
 
@@ -86,9 +88,10 @@ def output_name(item: exp.Expression) -> str:
     return item.sql("duckdb", normalize_functions="lower")
 
 
-def bound(ctx: Context, agg: Aggregation) -> None:
-    select = agg.select
-    srcs = ctx.sources[id(select)]
+def bound(ctx: Context, agg: Aggregation, find: Callable[[exp.Expression], exp.Expression]) -> None:
+    """Bound ``agg`` in the tree being rewritten (``find`` maps the analysed tree's nodes to it)."""
+    select = find(agg.select)
+    srcs = ctx.sources[id(agg.select)]
     calls = [c for c in agg.calls if c.purpose == "release"]
     names = [output_name(item) for item in select.expressions]
     # 1. the analyst's relation, projecting only what the aggregation needs (each expression once:
@@ -107,7 +110,7 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     key_cols = [project(key, f"{PREFIX}_k{j}") for j, key in enumerate(agg.keys)]
     arg_cols = []
     for i, call in enumerate(calls):
-        arg = _value(call.node)
+        arg = _value(find(call.node))
         arg_cols.append(f"{PREFIX}_one" if arg is None else project(arg, f"{PREFIX}_a{i}"))
     inner = inner.select(
         exp.alias_(agg.unit.copy(), f"{PREFIX}_u", quoted=True),
@@ -127,14 +130,14 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     slot.set("this", inner)
     # 3. dp_* calls read the bounded argument columns (dp_count(*) counts bounded rows)
     for call, col in zip(calls, arg_cols, strict=True):
-        named = [a.copy() for a in call.node.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
-        rest = [a.copy() for a in call.node.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)][1:]
-        name = str(call.node.name)
+        node = find(call.node)
+        named = [a.copy() for a in node.expressions if isinstance(a, exp.PropertyEQ | exp.Kwarg)]
+        rest = [a.copy() for a in node.expressions if not isinstance(a, exp.PropertyEQ | exp.Kwarg)][1:]
+        name = str(node.name)
         if plain_function(call.function) == "dp_count_star":  # bounded rows are counted through the ones column
             name = call.function.replace("dp_count_star", "dp_count", 1)
         new = exp.Anonymous(this=name, expressions=[exp.column(col, table=B, quoted=True), *rest, *named])
-        call.node.replace(new)
-        call.node = new
+        node.replace(new)
     # 4. group keys become the bounded key columns; output names are kept
     refs = [exp.column(c, table=B, quoted=True) for c in key_cols]
     items = []
@@ -153,12 +156,14 @@ def bound(ctx: Context, agg: Aggregation) -> None:
     select.set("where", None)
 
 
-def rewrite_bounding(ctx: Context) -> None:
-    """Bound contributions in every aggregation over protected rows (children first); elsewhere only
-    ``dp_count(*)`` is spelled ``dp_count_star()``."""
+def rewrite_bounding(tree: exp.Expression, ctx: Context) -> exp.Expression:
+    """A copy of ``tree`` where contributions are bounded in every aggregation over protected rows (children
+    first); elsewhere only ``dp_count(*)`` is spelled ``dp_count_star()``."""
+    tree, find = editable(tree)
     for agg in ctx.aggregations:
         if agg.protected:
-            bound(ctx, agg)
+            bound(ctx, agg, find)
         else:
             for call in agg.calls:
-                count_star(call.node)
+                count_star(find(call.node))
+    return tree

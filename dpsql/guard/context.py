@@ -11,6 +11,7 @@ facts-returning analyses and pure ``(tree, facts) -> tree`` rewrites).
 from __future__ import annotations
 
 import decimal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -107,6 +108,51 @@ class Context:
     @property
     def calls(self) -> list[DpCall]:
         return [c for a in self.aggregations for c in a.calls]
+
+
+#: the key under which :func:`tag_nodes` numbers the nodes of the analysed tree (in ``Expression.meta``, which
+#: ``copy()`` keeps and SQL generation ignores)
+TAG = "dpsql_node"
+
+
+def tag_nodes(tree: exp.Expression) -> exp.Expression:
+    """A copy of ``tree`` whose nodes are numbered (``meta[TAG]``), so that a rewrite working on a copy of a
+    tree can find there the nodes the analyses' facts name (:func:`editable`)."""
+    tree = tree.copy()
+    for i, node in enumerate(tree.walk()):
+        node.meta[TAG] = i
+    return tree
+
+
+class _Ambiguous:
+    pass
+
+
+_AMBIGUOUS = _Ambiguous()
+
+
+def _tag(node: exp.Expression) -> int | None:
+    meta = node._meta  # noqa: SLF001 - reading it through .meta would create an empty dict on every node
+    return None if meta is None else meta.get(TAG)
+
+
+def editable(tree: exp.Expression) -> tuple[exp.Expression, Callable[[exp.Expression], exp.Expression]]:
+    """``(copy, find)``: a copy of ``tree`` for a rewrite to edit (its input is never edited), and ``find(node)``,
+    which maps a node of the analysed tree (as the facts name it) to its counterpart in the copy."""
+    copy = tree.copy()
+    index: dict[int, object] = {}
+    for node in copy.walk():
+        tag = _tag(node)
+        if tag is not None:
+            index[tag] = _AMBIGUOUS if tag in index else node
+
+    def find(node: exp.Expression) -> exp.Expression:
+        hit = index.get(_tag(node), _AMBIGUOUS)
+        if not isinstance(hit, exp.Expression):
+            raise AssertionError(f"guard: no unique counterpart of {node.key} in the rewritten tree")
+        return hit
+
+    return copy, find
 
 
 def own_nodes(root: exp.Expression):

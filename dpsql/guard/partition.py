@@ -22,7 +22,7 @@ import math
 from sqlglot import exp
 
 from ..core.accounting import pure_epsilon
-from .context import DP_FUNCTIONS, PREFIX, Context, DpCall, refuse
+from .context import DP_FUNCTIONS, PREFIX, Context, DpCall, editable, refuse
 from .params import cost_call
 
 
@@ -57,8 +57,10 @@ def plan_selection(ctx: Context) -> None:
         ctx.delta += decimal.Decimal(repr(float(ctx.catalog.delta)))
 
 
-def rewrite_selection(ctx: Context) -> None:
-    """``HAVING dp_count(_dpsql_b._dpsql_one, epsilon := eps) > tau`` on each selecting aggregation."""
+def rewrite_selection(tree: exp.Expression, ctx: Context) -> exp.Expression:
+    """A copy of ``tree`` with ``HAVING dp_count(_dpsql_b._dpsql_one, epsilon := eps) > tau`` on each selecting
+    aggregation."""
+    tree, find = editable(tree)
     for agg in ctx.aggregations:
         if not agg.selection:
             continue
@@ -67,6 +69,8 @@ def rewrite_selection(ctx: Context) -> None:
             exp.PropertyEQ(this=exp.to_identifier("epsilon"), expression=exp.Literal.number(agg.selection_epsilon)),
         ])
         cond = exp.GT(this=count, expression=exp.Literal.number(repr(agg.threshold)))
-        having = agg.select.args.get("having")
+        select = find(agg.select)
+        having = select.args.get("having")
         new = cond if having is None else exp.and_(exp.paren(having.this.copy()), cond)
-        agg.select.set("having", exp.Having(this=new))
+        select.set("having", exp.Having(this=new))
+    return tree

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import PREFIX, Context, dp_name, own_nodes
+from .context import PREFIX, Context, dp_name, editable, own_nodes
 from .lineage import having_alias, per_unit_of, resolve
 from .totality import total_expression
 
@@ -93,8 +93,9 @@ def _total_aggregate(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _rewrite(ctx: Context, select: exp.Select, key: exp.Column) -> None:
-    srcs = ctx.sources[id(select)]
+def _rewrite(ctx: Context, analysed: exp.Select, select: exp.Select, key: exp.Column) -> None:
+    """Rewrite ``select`` (the copy of ``analysed`` in the tree being rewritten) in place."""
+    srcs = ctx.sources[id(analysed)]
     kref = resolve(srcs, key)
     inner_items: list[exp.Expression] = [exp.alias_(key.copy(), G, quoted=True)]
     lifted: dict[str, str] = {}
@@ -143,9 +144,12 @@ def _rewrite(ctx: Context, select: exp.Select, key: exp.Column) -> None:
     select.set("having", None)
 
 
-def rewrite_per_unit(ctx: Context) -> None:
-    """Move each per-unit aggregation's aggregates into an inner grouped query (children first)."""
-    for select in ctx.private:
-        key = per_unit_of(ctx, select)
+def rewrite_per_unit(tree: exp.Expression, ctx: Context) -> exp.Expression:
+    """A copy of ``tree`` where each per-unit aggregation's aggregates are in an inner grouped query."""
+    tree, find = editable(tree)
+    for analysed in ctx.private:
+        key = per_unit_of(ctx, analysed)
+        select = find(analysed)
         if key is not None and not any(dp_name(n) for n in own_nodes(select)):
-            _rewrite(ctx, select, key)
+            _rewrite(ctx, analysed, select, key)
+    return tree

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import PREFIX, Context, dp_name
+from .context import PREFIX, Context, dp_name, editable
 
 B = f"{PREFIX}_b"
 
@@ -34,21 +34,23 @@ def _directly_in(node: exp.Expression, select: exp.Select) -> bool:
     return parent is select
 
 
-def rewrite_public_keys(ctx: Context) -> None:
-    """Drive each fully public-keyed aggregation from its key domains."""
+def rewrite_public_keys(tree: exp.Expression, ctx: Context) -> exp.Expression:
+    """A copy of ``tree`` where each fully public-keyed aggregation is driven from its key domains."""
+    tree, find = editable(tree)
     for agg in ctx.aggregations:
         if not agg.protected or not agg.keys or agg.selection:
             continue
-        select = agg.select
+        select = find(agg.select)
         key_columns = [g.name for g in select.args["group"].expressions]
         mapping = {c: f"{PREFIX}_d{j}" for j, c in enumerate(key_columns)}
         for col in list(select.find_all(exp.Column)):
             if col.table == B and col.name in mapping and _directly_in(col, select):
                 col.replace(exp.column(f"{PREFIX}_k", table=mapping[col.name], quoted=True))
         bounded = select.args["from_"].this
-        doms = [exp.Subquery(this=d, alias=exp.TableAlias(this=exp.to_identifier(f"{PREFIX}_d{j}")))
+        doms = [exp.Subquery(this=d.copy(), alias=exp.TableAlias(this=exp.to_identifier(f"{PREFIX}_d{j}")))
                 for j, d in enumerate(agg.domains)]
         select.set("from_", exp.From(this=doms[0]))
         joins = [exp.Join(this=d, kind="CROSS") for d in doms[1:]]
         joins.append(exp.Join(this=bounded, side="LEFT", on=on_condition(key_columns)))
         select.set("joins", joins)
+    return tree

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import Context, dp_name, own_nodes
+from .context import Context, dp_name, editable, own_nodes
 from .joins import _conjuncts
 from .lineage import Sources, column_type, is_numeric_type, per_unit_of
 
@@ -73,22 +73,26 @@ def total_filter(expr: exp.Expression) -> exp.Expression:
     return expr  # EXISTS over public data: nothing of the protected row is evaluated
 
 
-def rewrite_totality(ctx: Context) -> None:
-    """Wrap WHERE and ON conditions of every scope over protected data, and its row-level projections."""
-    for select in ctx.private:
+def rewrite_totality(tree: exp.Expression, ctx: Context) -> exp.Expression:
+    """A copy of ``tree`` where the WHERE and ON conditions of every scope over protected data, and its row-level
+    projections, are total."""
+    tree, find = editable(tree)
+    for analysed in ctx.private:
+        select = find(analysed)
         where = select.args.get("where")
         if where is not None:
             where.set("this", total_filter(where.this))
-        srcs = ctx.sources.get(id(select)) or {}
+        srcs = ctx.sources.get(id(analysed)) or {}
         for join in select.args.get("joins") or []:
             if join.args.get("on") is not None:
                 join.set("on", total_condition(ctx, srcs, join.args["on"]))
         if any(dp_name(n) for n in own_nodes(select)):
             continue  # a dp_* aggregation: its arguments and keys are wrapped by the bounding rewrite
-        if per_unit_of(ctx, select) is not None:
+        if per_unit_of(ctx, analysed) is not None:
             continue  # a per-unit aggregation: TRY cannot hold an aggregate (guard.per_unit wraps it)
         for proj in list(select.expressions):
             if isinstance(proj, exp.Alias):
                 proj.set("this", total_expression(proj.this))
             elif not isinstance(proj, exp.Column | exp.Star):
                 proj.replace(exp.Try(this=proj.copy()))
+    return tree

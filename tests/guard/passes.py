@@ -17,7 +17,7 @@ from sqlglot import exp
 from dpsql.errors import PrivacyError
 from dpsql.guard import ANALYSES, REWRITES, normalise
 from dpsql.guard.catalog import Catalog
-from dpsql.guard.context import Context
+from dpsql.guard.context import Context, tag_nodes
 from dpsql.guard.filters import rewrite_filters
 from dpsql.guard.pick_lists import answer_pick_list, pick_list
 from dpsql.guard.plain import rewrite_plain_aggregates
@@ -49,7 +49,7 @@ def _checked(sql: str, catalog: Catalog) -> exp.Expression:
 
 def _analysed(sql: str, catalog: Catalog, upto: Callable) -> Context:
     """The context after the analyses before ``upto`` (all of them if ``upto`` is a rewrite)."""
-    tree = normalise(_checked(sql, catalog), catalog)
+    tree = tag_nodes(normalise(_checked(sql, catalog), catalog))
     ctx = Context(sql, catalog, tree=tree, scopes=query_scopes(tree))
     for analysis in ANALYSES:
         if analysis is upto:
@@ -69,10 +69,11 @@ def _analysis(step: Callable, summary: Callable[[Context], str]) -> Callable[[st
 def _rewrite(step: Callable) -> Callable[[str, Catalog], str]:
     def run(sql: str, catalog: Catalog) -> str:
         ctx = _analysed(sql, catalog, None)
+        tree = ctx.tree
         for rewrite in REWRITES:
-            rewrite(ctx)
+            tree = rewrite(tree, ctx)
             if rewrite is step:
-                return _sql(ctx.tree)
+                return _sql(tree)
         raise AssertionError(step)
     return run
 
