@@ -5,6 +5,12 @@
 :class:`Plan` whose SQL is regenerated from the checked and rewritten tree.  Nothing here reads data: the
 cost is a function of the query text and the catalog only.
 
+The passes are sqlglot style: the analyses (``ANALYSES``) are functions ``analysis(facts) -> fact`` of the
+frozen :class:`~dpsql.guard.facts.Facts` found so far, returning their own frozen fact (or ``None``: a check
+that only refuses), and the rewrites (``REWRITES``) are pure functions ``rewrite(tree, facts) -> tree`` that
+edit a copy of their input; :func:`analyse` and :func:`rewrite` thread them.  Each pass has its own fixture
+file, ``tests/guard/fixtures/<pass>.sql``.
+
 >>> from dpsql.guard.catalog import Catalog, TableInfo
 >>> v = TableInfo("visits", "protected", {"pid": "INTEGER", "cost": "DOUBLE"}, privacy_unit="pid",
 ...               max_rows_per_unit=5)
@@ -22,11 +28,12 @@ from sqlglot import exp
 
 from .bounding import output_name, rewrite_bounding
 from .catalog import Catalog, TableInfo
-from .context import Context, tag_nodes
+from .context import tag_nodes
 from .cost import check_cost
+from .facts import Facts
 from .fanout import check_fanout
 from .filters import rewrite_filters
-from .groups import check_groups
+from .groups import check_groups, rewrite_units
 from .joins import check_joins
 from .lineage import analyse_lineage
 from .materialize import rewrite_materialize
@@ -42,21 +49,23 @@ from .statement import parse_statement
 from .syntax import check_syntax, rewrite_casts
 from .totality import rewrite_totality
 
-__all__ = ["plan", "Plan", "Catalog", "TableInfo", "ANALYSES", "REWRITES"]
+__all__ = ["plan", "Plan", "Catalog", "TableInfo", "ANALYSES", "REWRITES", "Facts", "analyse", "rewrite"]
 
-#: the analyses of a query that is neither a probe nor a pick-list, in order; each reads and annotates the
-#: context or raises PrivacyError
+#: the analyses of a query that is neither a probe nor a pick-list, in order: ``(name, analysis)``; each
+#: ``analysis(facts)`` returns the frozen fact stored as ``Facts.<name>`` (name None: a check, it returns None)
+#: or raises PrivacyError
 ANALYSES = (
-    analyse_lineage,  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
-    check_joins,  # E040 E041: protected joins keep a unit's rows together
-    check_fanout,  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)
-    check_groups,  # E020 E022 E030 E032: public keys, outputs, contribution bounds
-    check_parameters,  # E060: literal, finite parameters; per-call cost from the method registry
-    plan_selection,  # delta > 0: partition selection for undeclared keys
-    check_cost,  # E061: sequential composition, per-query cap
+    ("lineage", analyse_lineage),  # E020 E021 E022 E050 E051: protected rows reach the output only through dp_*
+    (None, check_joins),  # E040 E041: protected joins keep a unit's rows together
+    (None, check_fanout),  # E043: a join repeats a protected row at most max_fanout times (no timing oracle)
+    ("groups", check_groups),  # E020 E022 E030 E032: public keys, outputs, contribution bounds
+    ("parameters", check_parameters),  # E060: literal, finite parameters; per-call cost from the method registry
+    ("selection", plan_selection),  # delta > 0: partition selection for undeclared keys
+    ("cost", check_cost),  # E061: sequential composition, per-query cap
 )
-#: the rewrites, in order, applied only after every analysis passed
+#: the rewrites ``rewrite(tree, facts) -> tree``, in order, applied only after every analysis passed
 REWRITES = (
+    rewrite_units,  # the privacy unit selected out of subqueries that do not select it
     rewrite_totality,  # row-level expressions under TRY()
     rewrite_per_unit,  # per-unit aggregations: aggregates in an inner grouped query, expressions under TRY()
     rewrite_bounding,  # k rows per (unit, group), g groups per unit, at random
@@ -113,6 +122,28 @@ def _mechanisms(calls) -> list[dict]:
     return out
 
 
+def analyse(sql: str, tree: exp.Expression, catalog: Catalog, upto=None) -> Facts:
+    """The facts of the analyses (those before the analysis ``upto`` only, if given) of the normalised ``tree``,
+    numbered for the rewrites (``Facts.tree``)."""
+    tree = tag_nodes(tree)
+    facts = Facts(sql, catalog, tree, tuple(query_scopes(tree)))
+    for name, analysis in ANALYSES:
+        if analysis is upto:
+            break
+        facts = facts.add(name, analysis(facts))
+    return facts
+
+
+def rewrite(facts: Facts, upto=None) -> exp.Expression:
+    """The analysed tree after the rewrites (up to and including ``upto`` only, if given)."""
+    tree = facts.tree
+    for step in REWRITES:
+        tree = step(tree, facts)
+        if step is upto:
+            break
+    return tree
+
+
 def normalise(tree: exp.Expression, catalog: Catalog) -> exp.Expression:
     """The rewrites before the analysis: TRY_CAST, FILTER into CASE, the owner's plain-aggregate opt-in."""
     tree = rewrite_casts(tree)  # CAST -> TRY_CAST
@@ -133,16 +164,11 @@ def plan(sql: str, catalog: Catalog) -> Plan:
     pick = pick_list(tree, catalog)
     if pick is not None:
         return _final(answer_pick_list(tree, pick))
-    tree = tag_nodes(tree)
-    ctx = Context(sql, catalog, tree=tree, scopes=query_scopes(tree))
-    for analysis in ANALYSES:
-        analysis(ctx)
-    for rewrite in REWRITES:
-        tree = rewrite(tree, ctx)
-    root = ctx.info.get(id(_outermost(ctx.tree)))
-    tree, columns = _output_columns(tree, root.columns if root else [])
-    return Plan(sql=tree.sql(dialect="duckdb"), cost=ctx.cost, delta=ctx.delta, mechanisms=_mechanisms(ctx.calls),
-                output_columns=columns)
+    facts = analyse(sql, tree, catalog)
+    root = facts.lineage.info.get(id(_outermost(facts.tree)))
+    tree, columns = _output_columns(rewrite(facts), root.columns if root else [])
+    return Plan(sql=tree.sql(dialect="duckdb"), cost=facts.cost.total, delta=facts.selection.delta,
+                mechanisms=_mechanisms(facts.calls), output_columns=columns)
 
 
 def _final(tree: exp.Expression, schema_only: bool = False) -> Plan:

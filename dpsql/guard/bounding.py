@@ -26,7 +26,8 @@ import sqlglot
 from sqlglot import exp
 
 from ..surface import CI_SUFFIX, plain_function
-from .context import PREFIX, Aggregation, Context, dp_name, editable
+from .context import PREFIX, dp_name, editable
+from .facts import Facts, Site
 from .groups import _same
 from .totality import total_expression
 
@@ -88,11 +89,13 @@ def output_name(item: exp.Expression) -> str:
     return item.sql("duckdb", normalize_functions="lower")
 
 
-def bound(ctx: Context, agg: Aggregation, find: Callable[[exp.Expression], exp.Expression]) -> None:
-    """Bound ``agg`` in the tree being rewritten (``find`` maps the analysed tree's nodes to it)."""
-    select = find(agg.select)
-    srcs = ctx.sources[id(agg.select)]
-    calls = [c for c in agg.calls if c.purpose == "release"]
+def bound(facts: Facts, site: Site, find: Callable[[exp.Expression], exp.Expression]) -> None:
+    """Bound the aggregation ``site`` in the tree being rewritten (``find`` maps the analysed tree's nodes to
+    it)."""
+    agg = facts.grouping(site)
+    select = find(site.select)
+    srcs = facts.lineage.sources[id(site.select)]
+    calls = [c for c in facts.calls_of(site) if c.purpose == "release"]
     names = [output_name(item) for item in select.expressions]
     # 1. the analyst's relation, projecting only what the aggregation needs (each expression once:
     #    DuckDB 2.0 fails internally on duplicate projections next to a rowid unit)
@@ -156,14 +159,14 @@ def bound(ctx: Context, agg: Aggregation, find: Callable[[exp.Expression], exp.E
     select.set("where", None)
 
 
-def rewrite_bounding(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite_bounding(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where contributions are bounded in every aggregation over protected rows (children
     first); elsewhere only ``dp_count(*)`` is spelled ``dp_count_star()``."""
     tree, find = editable(tree)
-    for agg in ctx.aggregations:
-        if agg.protected:
-            bound(ctx, agg, find)
+    for site in facts.lineage.aggregations:
+        if site.protected:
+            bound(facts, site, find)
         else:
-            for call in agg.calls:
+            for call in facts.calls_of(site):
                 count_star(find(call.node))
     return tree

@@ -13,12 +13,14 @@ from __future__ import annotations
 import decimal
 
 from ..core.accounting import total
-from .context import Context, refuse
+from .context import refuse
+from .facts import Cost, Facts
 
 
-def check_cost(ctx: Context) -> None:
-    """Compute ``ctx.cost``; refuse a query over the catalog's per-query cap (E061)."""
-    ctx.cost = total([c.cost for c in ctx.calls])
-    cap = ctx.catalog.max_query_epsilon
-    if cap is not None and ctx.cost > decimal.Decimal(repr(float(cap))):
+def check_cost(facts: Facts) -> Cost:
+    """The query's total cost; refuse a query over the catalog's per-query cap (E061)."""
+    cost = total([c.cost for c in facts.calls])
+    cap = facts.catalog.max_query_epsilon
+    if cap is not None and cost > decimal.Decimal(repr(float(cap))):
         raise refuse("061", "the query's total privacy cost exceeds the per-query cap")
+    return Cost(cost)

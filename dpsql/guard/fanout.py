@@ -26,10 +26,11 @@ one person's raw row count (a scan), which docs/operations.md lists as a residua
 >>> v = TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")
 >>> big = TableInfo("big", "public", {"k": "INT"}, rows=10**6, multiplicity={"k": 1})
 >>> def check(q):
-...     ctx = Context("", Catalog({"v": v, "big": big}), tree=sqlglot.parse_one(q, read="duckdb"))
-...     ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
+...     tree = sqlglot.parse_one(q, read="duckdb")
+...     facts = Facts("", Catalog({"v": v, "big": big}), tree, tuple(query_scopes(tree)))
+...     facts = facts.add("lineage", analyse_lineage(facts))
 ...     try:
-...         check_fanout(ctx)
+...         check_fanout(facts)
 ...     except Exception as e:
 ...         return e.code
 >>> check("SELECT dp_count(*) FROM v JOIN big b ON v.x > 0")
@@ -44,16 +45,17 @@ import math
 
 from sqlglot import exp
 
-from .context import Context, refuse
+from .context import refuse
+from .facts import Facts
 from .joins import _conjuncts, private_joins
 from .lineage import Sources, resolve, values_rows
 
 INF = math.inf
 
 
-def _ctes(ctx: Context) -> dict[str, exp.Expression]:
+def _ctes(facts: Facts) -> dict[str, exp.Expression]:
     out: dict[str, exp.Expression] = {}
-    for cte in ctx.tree.find_all(exp.CTE):
+    for cte in facts.tree.find_all(exp.CTE):
         out[cte.alias_or_name.lower()] = cte.this
     return out
 
@@ -69,49 +71,49 @@ def _literal_int(node: exp.Expression | None) -> float:
     return INF
 
 
-def size_bound(ctx: Context, node: exp.Expression, ctes: dict[str, exp.Expression] | None = None,
+def size_bound(facts: Facts, node: exp.Expression, ctes: dict[str, exp.Expression] | None = None,
                depth: int = 0) -> float:
     """An upper bound on the rows of a public relation, from the text and the public row counts."""
-    ctes = _ctes(ctx) if ctes is None else ctes
+    ctes = _ctes(facts) if ctes is None else ctes
     if depth > 50:
         return INF
     if isinstance(node, exp.Subquery):
-        return size_bound(ctx, node.this, ctes, depth + 1)
+        return size_bound(facts, node.this, ctes, depth + 1)
     if isinstance(node, exp.Table):
         name = node.name.lower()
-        info = ctx.catalog.get(name)
+        info = facts.catalog.get(name)
         if name in ctes and not node.args.get("db"):
-            return size_bound(ctx, ctes[name], ctes, depth + 1)
+            return size_bound(facts, ctes[name], ctes, depth + 1)
         if info is None or info.rows is None:
             return INF
         return float(info.rows)
     if isinstance(node, exp.Values):
         return float(len(node.expressions))
     if isinstance(node, exp.Union):
-        return size_bound(ctx, node.left, ctes, depth + 1) + size_bound(ctx, node.right, ctes, depth + 1)
+        return size_bound(facts, node.left, ctes, depth + 1) + size_bound(facts, node.right, ctes, depth + 1)
     if isinstance(node, exp.Intersect):
-        return min(size_bound(ctx, node.left, ctes, depth + 1), size_bound(ctx, node.right, ctes, depth + 1))
+        return min(size_bound(facts, node.left, ctes, depth + 1), size_bound(facts, node.right, ctes, depth + 1))
     if isinstance(node, exp.Except):
-        return size_bound(ctx, node.left, ctes, depth + 1)
+        return size_bound(facts, node.left, ctes, depth + 1)
     if isinstance(node, exp.Select):
         from_ = node.args.get("from_")
         total = 1.0
         if from_ is not None:
-            total = size_bound(ctx, from_.this, ctes, depth + 1)
+            total = size_bound(facts, from_.this, ctes, depth + 1)
             for join in node.args.get("joins") or []:
-                total *= size_bound(ctx, join.this, ctes, depth + 1)
+                total *= size_bound(facts, join.this, ctes, depth + 1)
         return min(total, _literal_int(node.args.get("limit")))
     return INF
 
 
-def _multiplicity(ctx: Context, srcs: Sources, alias: str, column: str) -> float:
+def _multiplicity(facts: Facts, srcs: Sources, alias: str, column: str) -> float:
     node, info, source = srcs[alias]
     if isinstance(node, exp.Values):  # literal rows: the multiplicity is in the text
         idx = [c.lower() for c in info.columns].index(column)
         rows = values_rows(node, [idx])
         return float(max((rows.count(r) for r in set(rows)), default=0))
     if isinstance(source, exp.Table):
-        info = ctx.catalog.get(source.name)
+        info = facts.catalog.get(source.name)
         name = next((c for c in info.multiplicity if c.lower() == column), None) if info and not info.protected \
             else None
         if name is not None:  # only this column is measured (a session measures on first access)
@@ -119,19 +121,19 @@ def _multiplicity(ctx: Context, srcs: Sources, alias: str, column: str) -> float
     return INF
 
 
-def _fanout(ctx: Context, srcs: Sources, join: exp.Join, public: list[str], other: list[str],
+def _fanout(facts: Facts, srcs: Sources, join: exp.Join, public: list[str], other: list[str],
             ctes: dict[str, exp.Expression]) -> float:
     """Bound on the rows of the public side ``public`` that one row of the ``other`` side can meet."""
     bound = 1.0
     for a in public:
-        bound *= size_bound(ctx, srcs[a][0], ctes)
+        bound *= size_bound(facts, srcs[a][0], ctes)
     if len(public) != 1:
         return bound
     q = public[0]
     using = join.args.get("using")
     if using:
         for ident in using:
-            bound = min(bound, _multiplicity(ctx, srcs, q, ident.name.lower()))
+            bound = min(bound, _multiplicity(facts, srcs, q, ident.name.lower()))
     on = join.args.get("on")
     for c in _conjuncts(on) if on is not None else []:
         if not (isinstance(c, exp.EQ | exp.NullSafeEQ) and isinstance(c.left, exp.Column)
@@ -140,15 +142,16 @@ def _fanout(ctx: Context, srcs: Sources, join: exp.Join, public: list[str], othe
         a, b = resolve(srcs, c.left), resolve(srcs, c.right)
         for x, y in ((a, b), (b, a)):
             if x is not None and y is not None and x[0] == q and y[0] in other:
-                bound = min(bound, _multiplicity(ctx, srcs, q, x[1]))
+                bound = min(bound, _multiplicity(facts, srcs, q, x[1]))
     return bound
 
 
-def check_fanout(ctx: Context) -> None:
-    """Refuse joins that can repeat a protected row more than ``catalog.max_fanout`` times (E043)."""
-    limit = ctx.catalog.max_fanout
-    ctes = _ctes(ctx)
-    for srcs, join, right, seen in private_joins(ctx):
+def check_fanout(facts: Facts) -> None:
+    """Refuse joins that can repeat a protected row more than ``catalog.max_fanout`` times (E043; a check: no
+    facts)."""
+    limit = facts.catalog.max_fanout
+    ctes = _ctes(facts)
+    for srcs, join, right, seen in private_joins(facts.lineage):
         left_prot = any(srcs[a][1].kind == "protected" for a in seen)
         right_prot = srcs[right][1].kind == "protected"
         if left_prot or right_prot:
@@ -159,9 +162,9 @@ def check_fanout(ctx: Context) -> None:
                                         "(a duplicate would repeat a person's rows)")
         bound = 0.0
         if left_prot and not right_prot:
-            bound = _fanout(ctx, srcs, join, [right], seen, ctes)
+            bound = _fanout(facts, srcs, join, [right], seen, ctes)
         elif right_prot and not left_prot:
-            bound = _fanout(ctx, srcs, join, seen, [right], ctes)
+            bound = _fanout(facts, srcs, join, seen, [right], ctes)
         if bound > limit:
             size = "unbounded" if bound == INF else f"up to {bound:,.0f}"
             raise refuse("043", f"the join can repeat one protected row {size} times (at most {limit:,} "

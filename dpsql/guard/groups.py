@@ -10,10 +10,11 @@ the select list may use only keys (E020), HAVING only keys and dp outputs (E022)
 >>> from dpsql.guard.relations import query_scopes
 >>> from dpsql.guard.lineage import analyse_lineage
 >>> v = TableInfo("v", "protected", {"uid": "INT", "k": "VARCHAR"}, privacy_unit="uid")
->>> ctx = Context("", Catalog({"v": v}), tree=sqlglot.parse_one("SELECT k, dp_count(*) FROM v GROUP BY k"))
->>> ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
+>>> tree = sqlglot.parse_one("SELECT k, dp_count(*) FROM v GROUP BY k")
+>>> facts = Facts("", Catalog({"v": v}), tree, tuple(query_scopes(tree)))
+>>> facts = facts.add("lineage", analyse_lineage(facts))
 >>> try:
-...     check_groups(ctx)
+...     check_groups(facts)
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E030
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import PREFIX, Aggregation, Context, dp_name, refuse
+from .context import PREFIX, dp_name, editable, refuse
+from .facts import Facts, Grouping, Groups, frozen_map
 from .lineage import Sources, is_unit, origin, resolve, unit_expression
 
 
@@ -105,11 +107,11 @@ def _check_output(srcs: Sources, expr: exp.Expression, keys: list, aliases: set,
         stack.extend(node.iter_expressions())
 
 
-def _analyse(ctx: Context, agg: Aggregation) -> None:
-    select = agg.select
-    srcs = ctx.sources[id(select)]
+def _analyse(facts: Facts, select: exp.Select, added: dict) -> Grouping:
+    lineage = facts.lineage
+    srcs = lineage.sources[id(select)]
     keys = _keys(select, srcs)
-    agg.keys = keys
+    domains: list[exp.Expression | None] = []
     for key in keys:
         refs = [resolve(srcs, c) for c in key.find_all(exp.Column)]
         if isinstance(key, exp.Column) and is_unit(srcs, refs[0]):
@@ -128,11 +130,12 @@ def _analyse(ctx: Context, agg: Aggregation) -> None:
                     domain = _domain_values(tuple(declared[c.lower()]), ti.columns.get(c, "VARCHAR"))
             elif info.kind == "public":
                 domain = _domain_public(srcs, alias, col)
-        agg.domains.append(domain)
-    if any(d is None for d in agg.domains):
-        if not ctx.catalog.delta > 0:
+        domains.append(domain)
+    selection = False
+    if any(d is None for d in domains):
+        if not facts.catalog.delta > 0:
             raise refuse("030", "group keys must have a declared public domain (or use a delta budget)")
-        agg.selection = True
+        selection = True
     aliases = {p.alias.lower() for p in select.expressions if isinstance(p, exp.Alias)}
     for item in select.expressions:
         _check_output(srcs, item.unalias(), keys, aliases, "020", "the select list")
@@ -141,16 +144,27 @@ def _analyse(ctx: Context, agg: Aggregation) -> None:
     if select.args.get("order") is not None:
         _check_output(srcs, select.args["order"], keys, aliases, "020", "ORDER BY")
     first = next(k for k, (_, i, _) in srcs.items() if i.kind == "protected")
-    agg.unit = unit_expression(ctx, srcs, first)
+    unit = unit_expression(lineage, srcs, first, added)
     tables = [t for _, i, _ in srcs.values() for t in i.tables]
-    agg.max_rows = max(t.max_rows_per_unit for t in tables)
-    agg.max_groups = max(t.max_groups_per_unit for t in tables)
-    if agg.max_rows < 1 or agg.max_groups < 1:
+    max_rows = max(t.max_rows_per_unit for t in tables)
+    max_groups = max(t.max_groups_per_unit for t in tables)
+    if max_rows < 1 or max_groups < 1:
         raise refuse("060", "contribution bounds in the catalog must be at least 1")
+    return Grouping(tuple(keys), tuple(domains), unit, max_rows, max_groups, selection)
 
 
-def check_groups(ctx: Context) -> None:
+def check_groups(facts: Facts) -> Groups:
     """Resolve keys, domains and contribution bounds of every aggregation over protected data."""
-    for agg in ctx.aggregations:
-        if agg.protected:
-            _analyse(ctx, agg)
+    added: dict = {}
+    found = {id(site.select): _analyse(facts, site.select, added) for site in facts.lineage.aggregations
+             if site.protected}
+    return Groups(frozen_map(found), tuple(added.values()))
+
+
+def rewrite_units(tree: exp.Expression, facts: Facts) -> exp.Expression:
+    """A copy of ``tree`` where each subquery the bounding reads a privacy unit from, and that does not select
+    the unit itself, selects it as ``_dpsql_unit`` (``lineage.unit_expression``)."""
+    tree, find = editable(tree)
+    for select, item in facts.groups.units:
+        find(select).select(item.copy(), copy=False)
+    return tree

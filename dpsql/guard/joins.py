@@ -11,10 +11,11 @@ comma joins involving protected rows are refused.
 >>> from dpsql.guard.lineage import analyse_lineage
 >>> v = TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")
 >>> q = "SELECT dp_count(*) FROM v a JOIN v b ON a.x = b.x"
->>> ctx = Context("", Catalog({"v": v}), tree=sqlglot.parse_one(q, read="duckdb"))
->>> ctx.scopes = query_scopes(ctx.tree); analyse_lineage(ctx)
+>>> tree = sqlglot.parse_one(q, read="duckdb")
+>>> facts = Facts("", Catalog({"v": v}), tree, tuple(query_scopes(tree)))
+>>> facts = facts.add("lineage", analyse_lineage(facts))
 >>> try:
-...     check_joins(ctx)
+...     check_joins(facts)
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E040
@@ -27,7 +28,8 @@ from types import UnionType
 
 from sqlglot import exp
 
-from .context import Context, refuse
+from .context import refuse
+from .facts import Facts, Lineage
 from .lineage import Sources, is_unit, resolve
 
 
@@ -127,11 +129,11 @@ def _no_unit_list(srcs: Sources, join: exp.Join) -> None:
             raise refuse("032", "a key list may not list privacy units (that groups by the unit)")
 
 
-def private_joins(ctx: Context) -> Iterator[tuple[Sources, exp.Join, str, list[str]]]:
+def private_joins(lineage: Lineage) -> Iterator[tuple[Sources, exp.Join, str, list[str]]]:
     """Every join of every scope that reads protected rows, in order: ``(sources, join, right alias, the
     aliases joined before it)`` (the list is a copy).  Shared by this pass and the fan-out pass."""
-    for select in ctx.private:
-        srcs = ctx.sources[id(select)]
+    for select in lineage.private:
+        srcs = lineage.sources[id(select)]
         from_ = select.args.get("from_")
         if from_ is None:
             continue
@@ -145,9 +147,9 @@ def private_joins(ctx: Context) -> Iterator[tuple[Sources, exp.Join, str, list[s
             seen.append(right)
 
 
-def check_joins(ctx: Context) -> None:
-    """Check every join in every scope that reads protected rows."""
-    for srcs, join, right, seen in private_joins(ctx):
+def check_joins(facts: Facts) -> None:
+    """Check every join in every scope that reads protected rows (a check: no facts)."""
+    for srcs, join, right, seen in private_joins(facts.lineage):
         left_prot = [a for a in seen if srcs[a][1].kind == "protected"]
         right_prot = srcs[right][1].kind == "protected"
         if left_prot or right_prot:

@@ -8,11 +8,10 @@ The privacy unit is tracked by column identity: renaming keeps it, any computati
 >>> import sqlglot
 >>> from dpsql.guard.catalog import Catalog, TableInfo
 >>> cat = Catalog({"v": TableInfo("v", "protected", {"uid": "INT", "x": "DOUBLE"}, privacy_unit="uid")})
->>> ctx = Context("", cat, tree=sqlglot.parse_one("SELECT x FROM v", read="duckdb"))
 >>> from dpsql.guard.relations import query_scopes
->>> ctx.scopes = query_scopes(ctx.tree)
+>>> tree = sqlglot.parse_one("SELECT x FROM v", read="duckdb")
 >>> try:
-...     analyse_lineage(ctx)
+...     analyse_lineage(Facts("", cat, tree, tuple(query_scopes(tree))))
 ... except Exception as e:
 ...     print(e.code)
 DPSQL-E020
@@ -21,23 +20,39 @@ DPSQL-E020
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType
 
-from .catalog import TableInfo
-from .context import PREFIX, Aggregation, Context, ScopeInfo, dp_name, own_nodes, refuse
+from .catalog import Catalog, TableInfo
+from .context import PREFIX, dp_name, own_nodes, refuse
+from .facts import Facts, Lineage, ScopeInfo, Site, Sources, frozen_map
 from .plain import dp_alternative
 from .syntax import AGGREGATES, group_keys
 
-Sources = dict[str, tuple[exp.Expression, ScopeInfo, object]]
+
+@dataclass
+class Found:
+    """What :func:`analyse_lineage` has found so far (the same names as :class:`~dpsql.guard.facts.Lineage`)."""
+
+    catalog: Catalog
+    info: dict[int, ScopeInfo] = field(default_factory=dict)
+    sources: dict[int, Sources] = field(default_factory=dict)
+    private: list[exp.Select] = field(default_factory=list)
+    aggregations: list[Site] = field(default_factory=list)
+
+    def frozen(self) -> Lineage:
+        return Lineage(self.catalog, frozen_map(self.info), frozen_map(self.sources), tuple(self.private),
+                       tuple(self.aggregations))
+
+
 _PICK_LIST = (" (a pick-list is answered from declared public keys: every selected column needs them, and a "
               "WHERE may name only those columns)")
 
 
-def table_info(ctx: Context, table: exp.Table) -> ScopeInfo:
-    ti = ctx.catalog.get(table.name)
+def table_info(found: Found | Lineage, table: exp.Table) -> ScopeInfo:
+    ti = found.catalog.get(table.name)
     if not ti.protected:
         return ScopeInfo("public", columns=list(ti.columns))
     unit = {ti.privacy_unit} if ti.privacy_unit else set()
@@ -50,17 +65,17 @@ def table_info(ctx: Context, table: exp.Table) -> ScopeInfo:
     )
 
 
-def sources(ctx: Context, scope: Scope) -> Sources:
+def sources(found: Found | Lineage, scope: Scope) -> Sources:
     """alias -> (FROM item, its ScopeInfo, the sqlglot source) for one scope."""
     out: Sources = {}
     for name, (node, source) in scope.selected_sources.items():
         if isinstance(source, exp.Table):
-            info = table_info(ctx, source)
+            info = table_info(found, source)
             alias = node.args.get("alias") if isinstance(node, exp.Table) else None
             if info.kind == "protected" and alias is not None and alias.columns:
                 raise refuse("041", "column aliases on a protected table are not allowed")
         elif isinstance(source, Scope):
-            info = ctx.info.get(id(source.expression))
+            info = found.info.get(id(source.expression))
             if info is None:
                 raise refuse("012", "a relation could not be resolved")
             holder = node.parent if isinstance(node, exp.Query) and isinstance(node.parent, exp.Subquery) else node
@@ -129,13 +144,13 @@ NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYIN
                  "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL", "INT", "INT1", "INT2", "INT4", "INT8")
 
 
-def column_type(ctx: Context, srcs: Sources, col: exp.Column) -> str | None:
+def column_type(catalog: Catalog, srcs: Sources, col: exp.Column) -> str | None:
     """The declared type (upper case) of a column of a registered table, or None (derived or unknown):
     schema metadata, never data."""
     ref = resolve(srcs, col)
     if ref is None or not isinstance(srcs[ref[0]][2], exp.Table):
         return None
-    info = ctx.catalog.get(srcs[ref[0]][2].name)
+    info = catalog.get(srcs[ref[0]][2].name)
     typ = next((t for c, t in (info.columns.items() if info else []) if c.lower() == ref[1]), None)
     return None if typ is None else typ.upper()
 
@@ -162,28 +177,32 @@ def origin(srcs: Sources, ref: tuple[str, str]):
     return next((v for k, v in info.origins.items() if k.lower() == ref[1]), None)
 
 
-def unit_expression(ctx: Context, srcs: Sources, alias: str) -> exp.Expression:
-    """An expression, valid in the scope owning ``srcs``, equal to the unit of protected source ``alias``
-    (projecting the unit out of a subquery under a reserved name when the analyst did not)."""
+def unit_expression(lineage: Lineage, srcs: Sources, alias: str,
+                    added: dict[int, tuple[exp.Select, exp.Expression]]) -> exp.Expression:
+    """An expression, valid in the scope owning ``srcs``, equal to the unit of protected source ``alias``.
+
+    When the analyst did not select the unit out of a subquery, it has to be projected there under a reserved
+    name: ``added`` collects those projections (id of the subquery's ScopeInfo -> (its SELECT, the select
+    item)), which ``groups.rewrite_units`` adds to the tree; a subquery read twice gets one."""
     node, info, source = srcs[alias]
+    name = f"{PREFIX}_unit"
     if info.unit_cols:  # an unaliased derived table (sqlglot names it ""): the column unqualified
         return exp.column(sorted(info.unit_cols)[0], table=alias or None, quoted=True)
+    if id(info) in added:
+        return exp.column(name, table=alias or None, quoted=True)
     if isinstance(source, exp.Table):  # row-level table: each row is its own unit
         return exp.column("rowid", table=alias, quoted=True)
     inner = source.expression
     if not isinstance(inner, exp.Select):
         raise refuse("041", "the privacy unit is lost before the dp aggregate")
-    name = f"{PREFIX}_unit"
-    key = per_unit_of(ctx, inner)
+    key = per_unit_of(lineage, inner)
     if key is not None:  # a per-unit aggregation (guard.per_unit): the unit it groups by
         unit = key.copy()
     else:
-        inner_srcs = ctx.sources.get(id(inner)) or sources(ctx, source)
+        inner_srcs = lineage.sources.get(id(inner)) or sources(lineage, source)
         first = next(k for k, (_, i, _) in inner_srcs.items() if i.kind == "protected")
-        unit = unit_expression(ctx, inner_srcs, first)
-    inner.select(exp.alias_(unit, name, quoted=True), copy=False)
-    info.unit_cols.add(name)
-    info.columns.append(name)
+        unit = unit_expression(lineage, inner_srcs, first, added)
+    added[id(info)] = (inner, exp.alias_(unit, name, quoted=True))
     return exp.column(name, table=alias or None, quoted=True)
 
 
@@ -239,7 +258,7 @@ def _declared(ti, column: str) -> tuple | None:
     return next((tuple(v) for k, v in ti.public_keys.items() if k.lower() == column.lower()), None)
 
 
-def union_info(ctx: Context, scope: Scope) -> ScopeInfo:
+def union_info(found: Found | Lineage, scope: Scope) -> ScopeInfo:
     """Issue 15, item 3: ``FROM (SELECT uid, cost FROM visits_2023 UNION ALL SELECT uid, cost FROM
     visits_2024)`` inside a query (never its output, E020).
 
@@ -261,7 +280,7 @@ def union_info(ctx: Context, scope: Scope) -> ScopeInfo:
     for arg in ("order", "limit", "offset"):
         if expr.args.get(arg) is not None:
             raise refuse("050", f"{arg.upper()} is not allowed over protected rows")
-    branches = [ctx.info[id(s.expression)] for s in scope.set_operation_scopes]
+    branches = [found.info[id(s.expression)] for s in scope.set_operation_scopes]
     if any(b.kind != "protected" for b in branches):
         raise refuse("050", _UNION_FORM)
     if len({len(b.columns) for b in branches}) != 1:
@@ -294,16 +313,16 @@ PER_UNIT_FORM = ("aggregate per privacy unit first, grouping by exactly the unit
                  "FROM t GROUP BY uid)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PerUnitInfo(ScopeInfo):
     """The lineage info of a per-unit aggregation (``guard.per_unit``), with the unit column it groups by."""
 
     key: exp.Column | None = None
 
 
-def per_unit_of(ctx: Context, select: exp.Expression) -> exp.Column | None:
+def per_unit_of(found: Found | Lineage, select: exp.Expression) -> exp.Column | None:
     """The unit column ``select`` groups by if it is a per-unit aggregation, else None."""
-    info = ctx.info.get(id(select))
+    info = found.info.get(id(select))
     return info.key if isinstance(info, PerUnitInfo) else None
 
 
@@ -406,7 +425,7 @@ def _project(srcs: Sources, select: exp.Select) -> ScopeInfo:
             for alias in star:
                 info = srcs[alias][1]
                 out.columns.extend(info.columns)
-                out.unit_cols |= info.unit_cols
+                out.unit_cols.update(info.unit_cols)
                 out.origins.update(info.origins)
             continue
         name = proj.alias_or_name
@@ -440,7 +459,7 @@ _FILTER_FORM = ("a subquery is allowed over protected data only as an uncorrelat
 _CONNECTIVES = (exp.And, exp.Or, exp.Not, exp.Paren)
 
 
-def check_filter_subquery(ctx: Context, select: exp.Select, sub: Scope) -> None:
+def check_filter_subquery(found: Found | Lineage, select: exp.Select, sub: Scope) -> None:
     """A subquery inside an expression of ``select`` (which reads protected rows) is a per-row predicate.
 
     Issue 15: ``WHERE zip IN (SELECT zip FROM zip_regions WHERE region = 'NE')`` (also ``NOT IN``,
@@ -479,12 +498,12 @@ def check_filter_subquery(ctx: Context, select: exp.Select, sub: Scope) -> None:
     if not (isinstance(up, exp.Where) and up.parent is select):
         raise refuse("051", _FILTER_FORM)
     for inner in sub.traverse():
-        info = ctx.info.get(id(inner.expression))
+        info = found.info.get(id(inner.expression))
         if info is None or info.kind != "public":
             raise refuse("051", "subqueries inside expressions may not read protected data or dp outputs")
         if not isinstance(inner.expression, exp.Select):
             continue
-        srcs = ctx.sources.get(id(inner.expression))
+        srcs = found.sources.get(id(inner.expression))
         if srcs is None:
             raise refuse("051", _FILTER_FORM)
         for col in own_nodes(inner.expression):
@@ -493,7 +512,7 @@ def check_filter_subquery(ctx: Context, select: exp.Select, sub: Scope) -> None:
                                     f"subquery's own tables) are not allowed over protected data; " + _FILTER_FORM)
 
 
-def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool,
+def _check_private(found: Found | Lineage, scope: Scope, srcs: Sources, select: exp.Select, has_dp: bool,
                    per_unit: bool = False) -> None:
     """The rules of a SELECT reading protected rows; ``per_unit``: it is a per-unit aggregation
     (``guard.per_unit``), whose plain aggregates, GROUP BY and HAVING are allowed."""
@@ -533,7 +552,7 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
         if param is not None and dp_name(param.parent):
             raise refuse("060", f"{dp_name(param.parent)}: parameters must be literals, not subqueries")
     for sub in scope.subquery_scopes:
-        check_filter_subquery(ctx, select, sub)
+        check_filter_subquery(found, select, sub)
     if not has_dp:
         for arg in ("group", "having"):
             if select.args.get(arg) is not None and not per_unit:
@@ -546,26 +565,27 @@ def _check_private(ctx: Context, scope: Scope, srcs: Sources, select: exp.Select
                 raise refuse("050", f"{arg.upper()} is not allowed over protected rows")
 
 
-def analyse_lineage(ctx: Context) -> None:
-    """Classify the scopes (children first) and record each dp_* aggregation."""
-    for scope in ctx.scopes:
+def analyse_lineage(facts: Facts) -> Lineage:
+    """Classify the scopes (children first) and find each dp_* aggregation."""
+    found = Found(facts.catalog)
+    for scope in facts.scopes:
         expr = scope.expression
         if scope.scope_type == ScopeType.UDTF:
             if not isinstance(expr, exp.Values):
                 raise refuse("010", "table functions are not allowed")
-            ctx.info[id(expr)] = values_info(expr)
+            found.info[id(expr)] = values_info(expr)
             continue
         if not isinstance(expr, exp.Select):
-            kinds = {ctx.info[id(s.expression)].kind for s in scope.set_operation_scopes}
+            kinds = {found.info[id(s.expression)].kind for s in scope.set_operation_scopes}
             if "protected" in kinds:
                 if scope.is_root:
                     raise refuse("020", "protected values may reach the output only through dp_* aggregates")
-                ctx.info[id(expr)] = union_info(ctx, scope)
+                found.info[id(expr)] = union_info(found, scope)
                 continue
-            left = ctx.info[id(scope.set_operation_scopes[0].expression)]
-            ctx.info[id(expr)] = ScopeInfo("noisy" if "noisy" in kinds else "public", columns=list(left.columns))
+            left = found.info[id(scope.set_operation_scopes[0].expression)]
+            found.info[id(expr)] = ScopeInfo("noisy" if "noisy" in kinds else "public", columns=list(left.columns))
             continue
-        srcs = sources(ctx, scope)
+        srcs = sources(found, scope)
         protected = [k for k, (_, info, _) in srcs.items() if info.kind == "protected"]
         has_dp = any(dp_name(n) for n in own_nodes(expr))
         param = expr.find_ancestor(exp.PropertyEQ, exp.Kwarg)
@@ -575,25 +595,25 @@ def analyse_lineage(ctx: Context) -> None:
             raise refuse("051", "subqueries inside expressions may not read protected data")
         if scope.scope_type == ScopeType.SUBQUERY and any(i.kind != "public" for _, i, _ in srcs.values()):
             raise refuse("051", "subqueries inside expressions may not read dp outputs")
-        ctx.sources[id(expr)] = srcs
+        found.sources[id(expr)] = srcs
         key = None
         if protected and not has_dp:
             key = per_unit_key(srcs, expr)
         if protected:
-            _check_private(ctx, scope, srcs, expr, has_dp, per_unit=key is not None)
-            ctx.private.append(expr)
+            _check_private(found, scope, srcs, expr, has_dp, per_unit=key is not None)
+            found.private.append(expr)
         if has_dp:
-            ctx.aggregations.append(Aggregation(expr, protected=bool(protected)))
+            found.aggregations.append(Site(expr, protected=bool(protected)))
             names = [p.alias_or_name for p in expr.expressions]
-            ctx.info[id(expr)] = ScopeInfo("noisy", columns=names)
+            found.info[id(expr)] = ScopeInfo("noisy", columns=names)
             continue
         if protected:
             if scope.is_root:
                 raise refuse("020", "protected values may reach the output only through dp_* aggregates")
             if key is not None:
-                ctx.info[id(expr)] = per_unit_info(srcs, expr, key)
+                found.info[id(expr)] = per_unit_info(srcs, expr, key)
                 continue
-            ctx.info[id(expr)] = _project(srcs, expr)
+            found.info[id(expr)] = _project(srcs, expr)
             continue
         kind = "noisy" if any(i.kind == "noisy" for _, i, _ in srcs.values()) else "public"
         cols: list[str] = []
@@ -604,4 +624,5 @@ def analyse_lineage(ctx: Context) -> None:
                     cols.extend(srcs[alias][1].columns)
             else:
                 cols.append(proj.alias_or_name)
-        ctx.info[id(expr)] = ScopeInfo(kind, columns=cols)
+        found.info[id(expr)] = ScopeInfo(kind, columns=cols)
+    return found.frozen()

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import Context, dp_name
+from .context import dp_name
+from .facts import Facts
 
 
-def rewrite_materialize(tree: exp.Expression, ctx: Context | None = None) -> exp.Expression:
+def rewrite_materialize(tree: exp.Expression, facts: Facts | None = None) -> exp.Expression:
     """A copy of ``tree`` where every CTE whose body calls a dp_* aggregate is materialized (no facts needed)."""
     tree = tree.copy()
     for cte in tree.find_all(exp.CTE):

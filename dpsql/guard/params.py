@@ -12,13 +12,15 @@ Which arguments each dp_* function takes (positional and named, numeric or strin
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import math
 
 from sqlglot import exp
 
 from ..surface import FUNCTIONS, PARAMETERS, VALUE
-from .context import DP_FUNCTIONS, Aggregation, Context, DpCall, dp_name, own_nodes, refuse
+from .context import DP_FUNCTIONS, dp_name, own_nodes, refuse
+from .facts import DpCall, Facts, Parameters, frozen_map
 from .lineage import column_type, is_numeric_type
 from .value_types import type_error
 
@@ -86,8 +88,8 @@ def _literal(name: str, node: exp.Expression, fn: str) -> tuple[object, str]:
     return _number(name, node, fn)
 
 
-def cost_call(call: DpCall, accounting: str) -> None:
-    """Fill method, notion, value and cost of ``call``: the registry's declaration, priced exactly by
+def cost_call(call: DpCall, accounting: str) -> DpCall:
+    """``call`` with its method, notion, value and cost: the registry's declaration, priced exactly by
     :mod:`dpsql.core.accounting` from the literal's own text (converted to the budget's notion, scaled by the
     contribution bound)."""
     from ..core.registry import ParameterError, get_method, privacy_cost
@@ -98,21 +100,20 @@ def cost_call(call: DpCall, accounting: str) -> None:
         priv = privacy_cost(call.aggregate, call.params.get("method"), **kw)
         if "level" in call.params:  # ... and level is checked on its own (range; the method has an interval)
             privacy_cost(call.aggregate, call.params.get("method"), level=call.params["level"], **kw)
-        call.method = get_method(call.aggregate, call.params.get("method")).name
+        method = get_method(call.aggregate, call.params.get("method")).name
     except (ParameterError, ValueError, TypeError) as e:
         raise refuse("060", str(e) or f"{call.function}: invalid parameters") from None
-    call.notion = priv.notion
-    call.value = priv.epsilon if priv.notion == "pure" else priv.rho
+    value = priv.epsilon if priv.notion == "pure" else priv.rho
     try:
-        call.cost = priv.exact(call.texts.get("epsilon" if priv.notion == "pure" else "rho")).charge(
+        cost = priv.exact(call.texts.get("epsilon" if priv.notion == "pure" else "rho")).charge(
             accounting, call.multiplier)
     except ValueError:  # a zCDP method under a pure budget
-        raise refuse("060", f"{call.function}: method {call.method!r} is zCDP; "
+        raise refuse("060", f"{call.function}: method {method!r} is zCDP; "
                             "this budget is pure epsilon-DP") from None
+    return dataclasses.replace(call, method=method, notion=priv.notion, value=value, cost=cost)
 
 
-def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:
-    select = agg.select
+def _check_placement(select: exp.Select, node: exp.Anonymous) -> None:
     parent = node.parent
     while parent is not None and parent is not select:
         if dp_name(parent):
@@ -124,7 +125,7 @@ def _check_placement(agg: Aggregation, node: exp.Anonymous) -> None:
         parent = parent.parent
 
 
-def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: str) -> None:
+def _check_value_type(facts: Facts, select: exp.Select, node: exp.Anonymous, fn: str) -> None:
     """A dp_* value argument that is a table column of a non-numeric type is refused here with a message
     that says why (issue 14: it used to fail as "the checked query could not be bound by DuckDB").  The
     type comes from the catalog (metadata), so the refusal depends on the text and the schema only."""
@@ -133,21 +134,24 @@ def _check_value_type(ctx: Context, agg: Aggregation, node: exp.Anonymous, fn: s
     col = node.expressions[0]
     if not isinstance(col, exp.Column):
         return
-    typ = column_type(ctx, ctx.sources.get(id(agg.select)) or {}, col)
+    typ = column_type(facts.catalog, facts.lineage.sources.get(id(select)) or {}, col)
     if typ is not None and not is_numeric_type(typ):
         raise type_error(fn, col.sql("duckdb"), typ)
 
 
-def check_parameters(ctx: Context) -> None:
+def check_parameters(facts: Facts) -> Parameters:
     """Parse and cost every dp_* call of every aggregation."""
-    for agg in ctx.aggregations:
-        for node in own_nodes(agg.select):
+    found = {}
+    for site in facts.lineage.aggregations:
+        calls = []
+        for node in own_nodes(site.select):
             fn = dp_name(node)
             if fn is None:
                 continue
-            _check_placement(agg, node)
+            _check_placement(site.select, node)
             name, params, texts = parse_call(node)
-            _check_value_type(ctx, agg, node, name)
-            call = DpCall(node, name, DP_FUNCTIONS[name], params, texts, multiplier=agg.multiplier)
-            cost_call(call, ctx.catalog.accounting)
-            agg.calls.append(call)
+            _check_value_type(facts, site.select, node, name)
+            call = DpCall(node, name, DP_FUNCTIONS[name], params, texts, multiplier=facts.multiplier(site))
+            calls.append(cost_call(call, facts.catalog.accounting))
+        found[id(site.select)] = tuple(calls)
+    return Parameters(frozen_map(found))

@@ -22,7 +22,8 @@ import math
 from sqlglot import exp
 
 from ..core.accounting import pure_epsilon
-from .context import DP_FUNCTIONS, PREFIX, Context, DpCall, editable, refuse
+from .context import DP_FUNCTIONS, PREFIX, editable, refuse
+from .facts import DpCall, Facts, Selected, Selection, frozen_map
 from .params import cost_call
 
 
@@ -31,13 +32,16 @@ def threshold(max_rows: int, max_groups: int, epsilon: float, delta: float) -> f
     return max_rows + math.log(max_groups / delta) / epsilon
 
 
-def plan_selection(ctx: Context) -> None:
-    """Add the selection's count mechanism and its threshold to each aggregation that needs it."""
-    for agg in ctx.aggregations:
-        if not agg.selection:
+def plan_selection(facts: Facts) -> Selection:
+    """The selection's count mechanism and threshold of each aggregation that needs one."""
+    found = {}
+    delta = decimal.Decimal(0)
+    for site in facts.lineage.aggregations:
+        grouping = facts.grouping(site)
+        if grouping is None or not grouping.selection:
             continue
         choices = []
-        for call in agg.calls:
+        for call in facts.calls_of(site):
             if "epsilon" in call.params:
                 choices.append((float(call.params["epsilon"]), call.texts["epsilon"]))
             elif "rho" in call.params:
@@ -47,29 +51,30 @@ def plan_selection(ctx: Context) -> None:
             raise refuse("060", "partition selection needs an epsilon")
         eps, text = min(choices)
         call = DpCall(exp.Anonymous(this="dp_count"), "dp_count", DP_FUNCTIONS["dp_count"], {"epsilon": eps},
-                      {"epsilon": text}, multiplier=agg.multiplier, purpose="partition selection")
-        cost_call(call, ctx.catalog.accounting)
+                      {"epsilon": text}, multiplier=grouping.multiplier, purpose="partition selection")
+        call = cost_call(call, facts.catalog.accounting)
         if call.notion != "pure":
             raise refuse("060", "partition selection needs a pure-DP count method")
-        agg.calls.append(call)
-        agg.selection_epsilon = text
-        agg.threshold = threshold(agg.max_rows, agg.max_groups, eps, ctx.catalog.delta)
-        ctx.delta += decimal.Decimal(repr(float(ctx.catalog.delta)))
+        found[id(site.select)] = Selected(call, text, threshold(grouping.max_rows, grouping.max_groups, eps,
+                                                                 facts.catalog.delta))
+        delta += decimal.Decimal(repr(float(facts.catalog.delta)))
+    return Selection(frozen_map(found), delta)
 
 
-def rewrite_selection(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite_selection(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` with ``HAVING dp_count(_dpsql_b._dpsql_one, epsilon := eps) > tau`` on each selecting
     aggregation."""
     tree, find = editable(tree)
-    for agg in ctx.aggregations:
-        if not agg.selection:
+    for site in facts.lineage.aggregations:
+        selected = facts.selected(site)
+        if selected is None:
             continue
         count = exp.Anonymous(this="dp_count", expressions=[
             exp.column(f"{PREFIX}_one", table=f"{PREFIX}_b", quoted=True),
-            exp.PropertyEQ(this=exp.to_identifier("epsilon"), expression=exp.Literal.number(agg.selection_epsilon)),
+            exp.PropertyEQ(this=exp.to_identifier("epsilon"), expression=exp.Literal.number(selected.epsilon)),
         ])
-        cond = exp.GT(this=count, expression=exp.Literal.number(repr(agg.threshold)))
-        select = find(agg.select)
+        cond = exp.GT(this=count, expression=exp.Literal.number(repr(selected.threshold)))
+        select = find(site.select)
         having = select.args.get("having")
         new = cond if having is None else exp.and_(exp.paren(having.this.copy()), cond)
         select.set("having", exp.Having(this=new))

@@ -69,7 +69,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import PREFIX, Context, dp_name, editable, own_nodes
+from .context import PREFIX, dp_name, editable, own_nodes
+from .facts import Facts
 from .lineage import having_alias, per_unit_of, resolve
 from .totality import total_expression
 
@@ -93,9 +94,9 @@ def _total_aggregate(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _rewrite(ctx: Context, analysed: exp.Select, select: exp.Select, key: exp.Column) -> None:
+def _rewrite(facts: Facts, analysed: exp.Select, select: exp.Select, key: exp.Column) -> None:
     """Rewrite ``select`` (the copy of ``analysed`` in the tree being rewritten) in place."""
-    srcs = ctx.sources[id(analysed)]
+    srcs = facts.lineage.sources[id(analysed)]
     kref = resolve(srcs, key)
     inner_items: list[exp.Expression] = [exp.alias_(key.copy(), G, quoted=True)]
     lifted: dict[str, str] = {}
@@ -144,12 +145,12 @@ def _rewrite(ctx: Context, analysed: exp.Select, select: exp.Select, key: exp.Co
     select.set("having", None)
 
 
-def rewrite_per_unit(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite_per_unit(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where each per-unit aggregation's aggregates are in an inner grouped query."""
     tree, find = editable(tree)
-    for analysed in ctx.private:
-        key = per_unit_of(ctx, analysed)
+    for analysed in facts.lineage.private:
+        key = per_unit_of(facts.lineage, analysed)
         select = find(analysed)
         if key is not None and not any(dp_name(n) for n in own_nodes(select)):
-            _rewrite(ctx, analysed, select, key)
+            _rewrite(facts, analysed, select, key)
     return tree

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import PREFIX, Context, dp_name, editable
+from .context import PREFIX, dp_name, editable
+from .facts import Facts
 
 B = f"{PREFIX}_b"
 
@@ -34,13 +35,14 @@ def _directly_in(node: exp.Expression, select: exp.Select) -> bool:
     return parent is select
 
 
-def rewrite_public_keys(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite_public_keys(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where each fully public-keyed aggregation is driven from its key domains."""
     tree, find = editable(tree)
-    for agg in ctx.aggregations:
-        if not agg.protected or not agg.keys or agg.selection:
+    for site in facts.lineage.aggregations:
+        agg = facts.grouping(site)
+        if agg is None or not agg.keys or agg.selection:
             continue
-        select = find(agg.select)
+        select = find(site.select)
         key_columns = [g.name for g in select.args["group"].expressions]
         mapping = {c: f"{PREFIX}_d{j}" for j, c in enumerate(key_columns)}
         for col in list(select.find_all(exp.Column)):

@@ -16,29 +16,31 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .context import Context, dp_name, editable, own_nodes
+from .catalog import Catalog
+from .context import dp_name, editable, own_nodes
+from .facts import Facts
 from .joins import _conjuncts
 from .lineage import Sources, column_type, is_numeric_type, per_unit_of
 
 
-def _safe_equality(ctx: Context, srcs: Sources, cond: exp.Expression) -> bool:
+def _safe_equality(catalog: Catalog, srcs: Sources, cond: exp.Expression) -> bool:
     """``a = b`` between two table columns whose types compare without a runtime cast that can fail (the
     same type, or both numeric: DuckDB widens numbers losslessly or to DOUBLE, never raising).  Left
     outside TRY so DuckDB can plan a hash join; any other comparison (``VARCHAR = INTEGER`` casts the
     string at run time and raises on 'x') stays under TRY."""
     if not (isinstance(cond, exp.EQ) and isinstance(cond.left, exp.Column) and isinstance(cond.right, exp.Column)):
         return False
-    a, b = column_type(ctx, srcs, cond.left), column_type(ctx, srcs, cond.right)
+    a, b = column_type(catalog, srcs, cond.left), column_type(catalog, srcs, cond.right)
     if a is None or b is None:
         return False
     return a == b or (is_numeric_type(a) and is_numeric_type(b))
 
 
-def total_condition(ctx: Context, srcs: Sources, cond: exp.Expression) -> exp.Expression:
+def total_condition(catalog: Catalog, srcs: Sources, cond: exp.Expression) -> exp.Expression:
     """A join condition made total conjunct by conjunct: safe column equalities stay bare (hash joins),
     the rest goes under TRY.  For filtering the two forms agree: ``TRY(a AND b)`` and ``TRY(a) AND TRY(b)``
     are both NULL or FALSE exactly when a row is dropped."""
-    parts = [c if _safe_equality(ctx, srcs, c) else total_expression(c) for c in _conjuncts(cond)]
+    parts = [c if _safe_equality(catalog, srcs, c) else total_expression(c) for c in _conjuncts(cond)]
     out = parts[0]
     for p in parts[1:]:
         out = exp.And(this=out, expression=p)
@@ -73,22 +75,22 @@ def total_filter(expr: exp.Expression) -> exp.Expression:
     return expr  # EXISTS over public data: nothing of the protected row is evaluated
 
 
-def rewrite_totality(tree: exp.Expression, ctx: Context) -> exp.Expression:
+def rewrite_totality(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where the WHERE and ON conditions of every scope over protected data, and its row-level
     projections, are total."""
     tree, find = editable(tree)
-    for analysed in ctx.private:
+    for analysed in facts.lineage.private:
         select = find(analysed)
         where = select.args.get("where")
         if where is not None:
             where.set("this", total_filter(where.this))
-        srcs = ctx.sources.get(id(analysed)) or {}
+        srcs = facts.lineage.sources.get(id(analysed)) or {}
         for join in select.args.get("joins") or []:
             if join.args.get("on") is not None:
-                join.set("on", total_condition(ctx, srcs, join.args["on"]))
+                join.set("on", total_condition(facts.catalog, srcs, join.args["on"]))
         if any(dp_name(n) for n in own_nodes(select)):
             continue  # a dp_* aggregation: its arguments and keys are wrapped by the bounding rewrite
-        if per_unit_of(ctx, analysed) is not None:
+        if per_unit_of(facts.lineage, analysed) is not None:
             continue  # a per-unit aggregation: TRY cannot hold an aggregate (guard.per_unit wraps it)
         for proj in list(select.expressions):
             if isinstance(proj, exp.Alias):

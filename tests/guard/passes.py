@@ -15,14 +15,14 @@ from corpus import extended_catalog, hospital_catalog
 from sqlglot import exp
 
 from dpsql.errors import PrivacyError
-from dpsql.guard import ANALYSES, REWRITES, normalise
+from dpsql.guard import ANALYSES, REWRITES, analyse, normalise, rewrite
 from dpsql.guard.catalog import Catalog
-from dpsql.guard.context import Context, tag_nodes
+from dpsql.guard.facts import Facts
 from dpsql.guard.filters import rewrite_filters
 from dpsql.guard.pick_lists import answer_pick_list, pick_list
 from dpsql.guard.plain import rewrite_plain_aggregates
 from dpsql.guard.probes import answer_probe, empty
-from dpsql.guard.relations import check_relations, query_scopes
+from dpsql.guard.relations import check_relations
 from dpsql.guard.statement import parse_statement
 from dpsql.guard.syntax import check_syntax, rewrite_casts
 
@@ -47,47 +47,44 @@ def _checked(sql: str, catalog: Catalog) -> exp.Expression:
     return tree
 
 
-def _analysed(sql: str, catalog: Catalog, upto: Callable) -> Context:
-    """The context after the analyses before ``upto`` (all of them if ``upto`` is a rewrite)."""
-    tree = tag_nodes(normalise(_checked(sql, catalog), catalog))
-    ctx = Context(sql, catalog, tree=tree, scopes=query_scopes(tree))
-    for analysis in ANALYSES:
-        if analysis is upto:
-            break
-        analysis(ctx)
-    return ctx
+def _analysed(sql: str, catalog: Catalog, upto: Callable | None) -> Facts:
+    """The facts of the analyses before ``upto`` (all of them if ``upto`` is a rewrite)."""
+    return analyse(sql, normalise(_checked(sql, catalog), catalog), catalog, upto)
 
 
-def _analysis(step: Callable, summary: Callable[[Context], str]) -> Callable[[str, Catalog], str]:
+def _analysis(name: str, summary: Callable[[Facts], str]) -> Callable[[str, Catalog], str]:
+    field, step = next((f, a) for f, a in ANALYSES if a.__name__ == name)
+
     def run(sql: str, catalog: Catalog) -> str:
-        ctx = _analysed(sql, catalog, step)
-        step(ctx)
-        return summary(ctx)
+        facts = _analysed(sql, catalog, step)
+        return summary(facts.add(field, step(facts)))
     return run
 
 
-def _rewrite(step: Callable) -> Callable[[str, Catalog], str]:
+def _rewrite(name: str) -> Callable[[str, Catalog], str]:
+    step = next(r for r in REWRITES if r.__name__ == name)
+
     def run(sql: str, catalog: Catalog) -> str:
-        ctx = _analysed(sql, catalog, None)
-        tree = ctx.tree
-        for rewrite in REWRITES:
-            tree = rewrite(tree, ctx)
-            if rewrite is step:
-                return _sql(tree)
-        raise AssertionError(step)
+        facts = _analysed(sql, catalog, None)
+        before = _sql(facts.tree)
+        tree = rewrite(facts, upto=step)
+        assert _sql(facts.tree) == before, "a rewrite edited the analysed tree"
+        return _sql(tree)
     return run
 
 
-def _lineage(ctx: Context) -> str:
-    root = ctx.info[id(ctx.scopes[-1].expression)]
-    aggs = ", ".join("protected" if a.protected else "public" for a in ctx.aggregations) or "none"
-    return f"root {root.kind} {root.columns}; private selects {len(ctx.private)}; aggregations: {aggs}"
+def _lineage(facts: Facts) -> str:
+    lineage = facts.lineage
+    root = lineage.info[id(facts.scopes[-1].expression)]
+    aggs = ", ".join("protected" if a.protected else "public" for a in lineage.aggregations) or "none"
+    return f"root {root.kind} {root.columns}; private selects {len(lineage.private)}; aggregations: {aggs}"
 
 
-def _groups(ctx: Context) -> str:
+def _groups(facts: Facts) -> str:
     out = []
-    for a in ctx.aggregations:
-        if a.protected:
+    for site in facts.lineage.aggregations:
+        a = facts.grouping(site)
+        if a is not None:
             keys = [_sql(k) for k in a.keys]
             domains = ["declared" if d is not None else "none" for d in a.domains]
             out.append(f"keys {keys} domains {domains} unit {_sql(a.unit)} k={a.max_rows} g={a.max_groups}"
@@ -95,13 +92,14 @@ def _groups(ctx: Context) -> str:
     return "; ".join(out) or "no protected aggregation"
 
 
-def _params(ctx: Context) -> str:
-    return "; ".join(f"{c.function} {c.method} {c.notion} {c.value} x{c.multiplier} = {c.cost}" for c in ctx.calls)
+def _params(facts: Facts) -> str:
+    return "; ".join(f"{c.function} {c.method} {c.notion} {c.value} x{c.multiplier} = {c.cost}" for c in facts.calls)
 
 
-def _selection(ctx: Context) -> str:
-    out = [f"eps {a.selection_epsilon} threshold {a.threshold!r}" for a in ctx.aggregations if a.selection]
-    return f"{'; '.join(out) or 'no selection'}; delta {ctx.delta}"
+def _selection(facts: Facts) -> str:
+    out = [f"eps {s.epsilon} threshold {s.threshold!r}" for site in facts.lineage.aggregations
+           if (s := facts.selected(site)) is not None]
+    return f"{'; '.join(out) or 'no selection'}; delta {facts.selection.delta}"
 
 
 def _probe(sql: str, catalog: Catalog) -> str:
@@ -115,10 +113,6 @@ def _pick_list(sql: str, catalog: Catalog) -> str:
     return "not a pick-list" if facts is None else _sql(answer_pick_list(tree, facts))
 
 
-def _by_name(name: str) -> Callable:
-    return next(f for f in ANALYSES + REWRITES if f.__name__ == name)
-
-
 #: pass (fixture file name) -> runner(sql, catalog) -> what the pass produces
 PASSES: dict[str, Callable[[str, Catalog], str]] = {
     "statement": lambda sql, cat: _sql(parse_statement(sql)),
@@ -129,19 +123,20 @@ PASSES: dict[str, Callable[[str, Catalog], str]] = {
     "plain": lambda sql, cat: _sql(rewrite_plain_aggregates(rewrite_filters(rewrite_casts(_checked(sql, cat))), cat)),
     "probes": _probe,
     "pick_lists": _pick_list,
-    "lineage": _analysis(_by_name("analyse_lineage"), _lineage),
-    "joins": _analysis(_by_name("check_joins"), lambda ctx: "ok"),
-    "fanout": _analysis(_by_name("check_fanout"), lambda ctx: "ok"),
-    "groups": _analysis(_by_name("check_groups"), _groups),
-    "params": _analysis(_by_name("check_parameters"), _params),
-    "partition": _analysis(_by_name("plan_selection"), _selection),
-    "cost": _analysis(_by_name("check_cost"), lambda ctx: f"cost {ctx.cost}"),
-    "totality": _rewrite(_by_name("rewrite_totality")),
-    "per_unit": _rewrite(_by_name("rewrite_per_unit")),
-    "bounding": _rewrite(_by_name("rewrite_bounding")),
-    "public_keys": _rewrite(_by_name("rewrite_public_keys")),
-    "selection": _rewrite(_by_name("rewrite_selection")),
-    "materialize": _rewrite(_by_name("rewrite_materialize")),
+    "lineage": _analysis("analyse_lineage", _lineage),
+    "joins": _analysis("check_joins", lambda facts: "ok"),
+    "fanout": _analysis("check_fanout", lambda facts: "ok"),
+    "groups": _analysis("check_groups", _groups),
+    "params": _analysis("check_parameters", _params),
+    "partition": _analysis("plan_selection", _selection),
+    "cost": _analysis("check_cost", lambda facts: f"cost {facts.cost.total}"),
+    "units": _rewrite("rewrite_units"),
+    "totality": _rewrite("rewrite_totality"),
+    "per_unit": _rewrite("rewrite_per_unit"),
+    "bounding": _rewrite("rewrite_bounding"),
+    "public_keys": _rewrite("rewrite_public_keys"),
+    "selection": _rewrite("rewrite_selection"),
+    "materialize": _rewrite("rewrite_materialize"),
 }
 
 
