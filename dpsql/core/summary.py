@@ -4,7 +4,8 @@ The list route ships every group to Python (``list(x)``) and runs :func:`~dpsql.
 on the sorted values.  Here the same mechanism runs on summaries that a :class:`Source` computes wherever the
 data live (:mod:`dpsql.plans` computes them with native DuckDB passes; :class:`BatchSource` from a
 :class:`~dpsql.core.batch.Batch`, the reference the tests hold the SQL to).  The output law is the list
-route's, draw for draw:
+route's (draw for draw from :class:`BatchSource`; in law from the DuckDB source, whose
+matching draws differ, item 2):
 
 1. **Count** (``Source.sizes``): the exact per-group n; the count noise and the class (``SPLIT_LOW`` below
    ``n_hat eps = LOW_UNTIL``, else ``SPLIT``) as in scalefree; NULL below ``NULL_BELOW['median']``.
@@ -14,8 +15,10 @@ route's, draw for draw:
    (``count_le(g, k)`` is the histogram's cumulative sum), so :func:`floor_from_histogram` runs its two SVTs on
    them with the same draws.  The matching's law is all the proof uses (the coupling argument of seed 003
    Alg. 7 for a uniform maximal matching): a source may draw it any way whose law is uniform and independent
-   of the values (the DuckDB source orders each group by 128 bits from the OS CSPRNG; with a seeded test
-   generator it replays the list route's shuffle).
+   of the values (:class:`BatchSource` replays the list route's :func:`~dpsql.core.ranges.random_pairs` draw
+   for draw; the DuckDB source orders each group by a keyed MD5 of row ids under a CSPRNG salt, rejecting
+   ties: the same law, other draws -- :mod:`dpsql.plans` has the proof sketch and why a plain salted hash is
+   not enough).
 3. **The exponential mechanism near the target** (``Source.bucket_histogram``, four passes): the codes are
    :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset
    from the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign *

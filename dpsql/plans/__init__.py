@@ -12,15 +12,43 @@ The guarded front doors do not use this yet.
 
 Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
 module) a gap-histogram pass over a random matching, four bucket-histogram passes and one tail-count pass,
-whatever the data (the classes present are a function of released counts).  The matching orders each group by
-two 64-bit words per row from the OS CSPRNG (:func:`dpsql.noise.system_rng`, through a DuckDB UDF); a tie
-of all 128 bits (probability below ``n**2 2**-129`` per group) would be broken by DuckDB's sort.  With a
-seeded test generator the matching replays the list route's shuffle of the sorted rows instead (ranks from a
-window over x, positions from ``Rng.shuffle_segments``), so that releases can be compared byte for byte.
+whatever the data (the classes present are a function of released counts).
+
+The matching (cost and proof sketch).  Each group's rows are ordered by ``matching_key``: the top 64 bits of
+``md5(salt || row id)``, the salt 128 bits drawn per pass from the OS CSPRNG (from the seeded generator in
+tests; bound as a parameter, never in the SQL text), the row id ``row_number() OVER ()`` over the source
+(distinct; how DuckDB assigns it, even in an order that follows the values, does not matter); consecutive
+rows pair.  A pass in which some group has two equal keys is voided and rerun under a new salt.
+
+* Law: model the keyed MD5 as a random function (the PRF assumption; the same footing as the CSPRNG every
+  other draw uses).  Then a group's keys are i.i.d. uniform 64-bit words, independent of the values and of
+  how ids were assigned.  The pairing is a function of the keys alone, equivariant (relabelling the rows
+  relabels the matching) and always a maximal matching; the keys' law is exchangeable, and so is the event
+  "no tie" the rejection conditions on, so the matching's law is invariant under every permutation of the
+  rows.  The symmetric group acts transitively on the maximal matchings of n rows, so that law is the uniform
+  one: the law of :func:`dpsql.core.ranges.random_pairs`, independent of the values.  The floor, and so
+  every release, has exactly the list route's law; only the draws differ (the list route shuffles with the
+  generator), so releases are equal in law, not byte for byte (tests/plans/test_plans.py: byte-identical to
+  core.summary's reference source on the same keyed matching, KS and chi2 against the list route over many
+  runs; tests/plans/test_matching.py: the matchings' law).
+* Add/remove: seed 003's coupling (:func:`~dpsql.core.ranges.iqr_lower_bound`) couples the two uniform
+  matching laws on D and D + r, so it holds unchanged: one gap leaves and at most one joins, the SVT
+  queries move by at most 16, the floor is eps_bound-DP, and the release costs what the list route's does
+  (epsilon, pure).  The proof must not see a matching that depends on the values or keeps chosen rows
+  adjacent under every salt: ordering by a hash of the value (equal values adjacent: with every value twice,
+  all gaps are 0 on D, while on D + r every pair after r straddles two values) or by DuckDB's
+  ``hash(rowid, salt)`` (XOR-separable, a trie order; see :func:`matching_key`) breaks the coupling, since an
+  added row shifts the parity of every later pair and the gap histogram moves by up to n/2.
+* Ties and timing: a rerun happens with probability at most ``sum_g n_g (n_g - 1) 2**-65`` (2.7e-6 at 10**7
+  rows), a function of the group sizes only, never of the values; its only trace is one more pass.
+* Cost per pass: one MD5 per row and one window sort of every valid row by a UBIGINT key (the 64-bit key
+  sorts ~3x faster than the full 128 bits or than two CSPRNG words fed by a Python UDF, which DuckDB could
+  not run in parallel); measured in benchmarks/results/plans.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -166,12 +194,43 @@ def _bucket(shift: int) -> str:
     return f"CASE WHEN _neg THEN -(_mag >> {shift}) ELSE (_mag >> {shift}) END"
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    return con.sql(sql).arrow().read_all()
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
+    return (con.sql(sql) if params is None else con.sql(sql, params=params)).arrow().read_all()
 
 
 def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
     return t.column(col).to_numpy(zero_copy_only=False).astype(dtype)
+
+
+def matching_salt(rng: Rng) -> str:
+    """A fresh 128-bit matching salt as 32 hex digits: from the OS CSPRNG in production, from ``rng`` (seeded)
+    in tests.  The pass binds it as a parameter: it is never in the SQL text (nor in a query log)."""
+    w = rng.words(2)
+    return f"{int(w[0]):016x}{int(w[1]):016x}"
+
+
+def matching_key(salt: str, rid: str) -> str:
+    """SQL of the matching's sort key: ``upper64(md5(salt || decimal(rid)))`` as UBIGINT (DuckDB's
+    ``md5_number`` reads the digest little-endian; :func:`matching_key_py` is the same in Python).
+
+    Why a keyed MD5 and not ``hash(rid, salt)``: DuckDB's multi-argument hash is XOR-separable
+    (``hash(i, s) = F(i) xor G(s)``, checked in tests/plans/test_matching.py), so a salt only flips bits of a
+    fixed per-row value: the order is a trie order of ``F(i)`` with flipped branches, and rows whose ``F``
+    share a long prefix stay adjacent under every salt (four rows can be matched the same way for all 2**64
+    salts).  The matching is then not uniform, and a table whose layout puts equal values in such rows makes
+    the pairs' gap histogram swing by up to n/2 between neighbours (one added row shifts the parity of every
+    pair after it): seed 003's coupling, hence the floor's privacy proof, fails.  ``hash(rid + salt)`` has no
+    known flaw of that kind, but it is a 64-bit mixer, not a pseudorandom function; the privacy claim should
+    not rest on it.  MD5 keyed by a secret 128-bit prefix is a PRF under the standard assumption (HMAC-MD5's;
+    the collision attacks on MD5 do not apply: the inputs are chosen by us, the outputs never leave the query),
+    which is the same footing as the CSPRNG the other draws use."""
+    return f"CAST(md5_number({salt} || CAST({rid} AS VARCHAR)) >> 64 AS UBIGINT)"
+
+
+def matching_key_py(salt: str, rid: int) -> int:
+    """:func:`matching_key` in Python (tests replay the matching with it)."""
+    d = hashlib.md5(f"{salt}{rid}".encode()).digest()  # noqa: S324 - keyed PRF, see matching_key
+    return int.from_bytes(d, "little") >> 64
 
 
 class DuckSource:
@@ -185,14 +244,18 @@ class DuckSource:
         keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
         value = plan.calls[call].value
         self.base = f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x {plan.source})"
+        #: the same rows with a row id, distinct over the source (the matching's PRF input)
+        self.ids = (f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x, row_number() OVER () "
+                    f"AS _rid {plan.source})")
         self.passes = 0
 
     def sizes(self) -> np.ndarray:
         return self.n
 
-    def _params(self, groups: np.ndarray, cols: dict[str, np.ndarray]) -> str:
+    def _params(self, groups: np.ndarray, cols: dict[str, np.ndarray], base: str | None = None) -> str:
         """Register a per-group parameter table for ``groups`` (their keys, ``_g`` = index into groups, cols)
-        and return the FROM text joining it to the rows."""
+        and return the FROM text joining it to the rows (``base``, default ``self.base``)."""
+        base = self.base if base is None else base
         t = self.groups.take(pa.array(groups)) if self.plan.keys else pa.table({})
         t = t.append_column("_g", pa.array(np.arange(groups.size, dtype=np.int64))) if self.plan.keys else \
             pa.table({"_g": pa.array(np.zeros(1, dtype=np.int64))})
@@ -202,49 +265,41 @@ class DuckSource:
         self.con.register(name, t)
         self._registered.append(name)
         if not self.plan.keys:
-            return f"{self.base} b CROSS JOIN {name} p"
+            return f"{base} b CROSS JOIN {name} p"
         on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM p._k{i}" for i in range(len(self.plan.keys)))
-        return f"{self.base} b JOIN {name} p ON {on}"
+        return f"{base} b JOIN {name} p ON {on}"
 
-    def _run(self, sql: str) -> pa.Table:
+    def _run(self, sql: str, params: dict | None = None) -> pa.Table:
         self._registered: list[str] = getattr(self, "_registered", [])
         self.passes += 1
         try:
-            return _fetch(self.con, sql)
+            return _fetch(self.con, sql, params)
         finally:
             for name in self._registered:
                 self.con.unregister(name)
             self._registered = []
 
     def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        self._registered = []
-        src = self._params(groups, {})
-        if rng.is_secure:
-            rows = (f"SELECT p._g AS _g, {_VC} AS v, _dpsql_plan_key(_x, 1) AS k1, _dpsql_plan_key(_x, 2) AS k2 "
-                    f"FROM {src} WHERE {_VALID}")
-            order = "k1, k2"
-        else:  # replay the list route's matching: its shuffle of the sorted rows (positions by sorted rank)
-            sizes = self.n[groups]
-            off = np.zeros(groups.size + 1, dtype=np.int64)
-            np.cumsum(sizes, out=off[1:])
-            perm = rng.shuffle_segments(np.arange(int(off[-1]), dtype=np.int64), off)
-            g = np.repeat(np.arange(groups.size, dtype=np.int64), sizes)
-            pos = np.arange(perm.size, dtype=np.int64) - off[g]
-            name = f"_dpsql_plan_perm{next(self._ids)}"
-            self.con.register(name, pa.table({"_g": g, "_rank": perm - off[g], "_pos": pos}))
-            self._registered.append(name)
-            rows = (f"SELECT r._g AS _g, r.v AS v, q._pos AS k1, 0 AS k2 FROM (SELECT p._g AS _g, {_VC} AS v, "
-                    f"row_number() OVER (PARTITION BY p._g ORDER BY {_VC}) - 1 AS _rank FROM {src} WHERE {_VALID}) r "
-                    f"JOIN {name} q ON r._g = q._g AND r._rank = q._rank")
-            order = "k1"
-        k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
-             f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
-        pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos FROM ({rows}) "
-                 f"WINDOW w AS (PARTITION BY _g ORDER BY {order})")
-        sql = (f"SELECT _g, {k} AS k, count(*) AS c FROM (SELECT _g, _gap, log2(greatest(_gap, {_TINY})) AS _lg "
-               f"FROM ({pairs}) WHERE _pos % 2 = 0) GROUP BY ALL ORDER BY _g, k")
-        t = self._run(sql)
-        return _np(t, "_g"), _np(t, "k"), _np(t, "c")
+        """The matching orders each group's rows by ``matching_key`` (module docstring) under a fresh salt from
+        ``rng``; a group with two equal keys (probability below ``n**2 2**-65``, whatever the values) voids the
+        pass, which reruns under a new salt (rejection: the accepted order is uniform, see the docstring)."""
+        while True:
+            self._registered = []
+            src = self._params(groups, {}, self.ids)
+            rows = (f"SELECT p._g AS _g, {_VC} AS v, {matching_key('$salt', 'b._rid')} AS _key FROM {src} "
+                    f"WHERE {_VALID}")
+            k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
+                 f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
+            pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
+                     f"_key = lag(_key) OVER w AS _tie FROM ({rows}) WINDOW w AS (PARTITION BY _g ORDER BY _key)")
+            sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties "
+                   f"FROM (SELECT _g, _gap, _pos, _tie, log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) "
+                   f"WHERE _pos % 2 = 0 OR _tie) GROUP BY ALL ORDER BY _g, k")
+            t = self._run(sql, {"salt": matching_salt(rng)})  # a bound parameter: folded, never in the text
+            if not _np(t, "ties").any():
+                c = _np(t, "c")
+                keep = c > 0
+                return _np(t, "_g")[keep], _np(t, "k")[keep], c[keep]
 
     def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "") -> str:
         """The valid rows of ``groups``: group ``_g``, floor exponent ``_e``, ``_pe = 2**e`` and the split
@@ -331,21 +386,6 @@ def _value_range(lo: np.ndarray, hi: np.ndarray, shift: int, e: np.ndarray) -> t
     return np.nan_to_num(v_lo, nan=-np.inf), np.nan_to_num(v_hi, nan=np.inf)
 
 
-def _install_key(con: duckdb.DuckDBPyConnection) -> None:
-    """``_dpsql_plan_key(x, i)``: one uniform 64-bit word per row from the OS CSPRNG (never folded or cached)."""
-    rng = system_rng()
-
-    def key(x: pa.Array, i: pa.Array) -> pa.Array:
-        return pa.array(rng.words(len(x)).view(np.int64))
-
-    try:
-        con.remove_function("_dpsql_plan_key")
-    except Exception:  # noqa: BLE001 - not registered yet
-        pass
-    con.create_function("_dpsql_plan_key", key, [duckdb.sqltype("DOUBLE"), duckdb.sqltype("INTEGER")],
-                        duckdb.sqltype("BIGINT"), type="arrow", side_effects=True)
-
-
 def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.Table:
     """Run ``sql`` (trusted mode) and return its result: through summary plans when :func:`compile_query` owns
     it, else as written (the plain macros; ``dpsql.install(con)`` first).  ``rng``: a seeded generator, for
@@ -354,8 +394,6 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
     if plan is None:
         return _fetch(con, sql)
     rng = system_rng() if rng is None else rng
-    if rng.is_secure:
-        _install_key(con)
     keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
     xs = ", ".join(f"count(*) FILTER (WHERE _x{j} IS NOT NULL AND NOT isnan(_x{j})) AS _n{j}"
                    for j in range(len(plan.calls)))

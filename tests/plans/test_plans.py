@@ -1,5 +1,7 @@
-"""Summary plans (issue 17): the compiled dp_median releases what the list route releases, byte for byte under a
-seeded generator, on many groups, sizes and extreme values; other queries fall back to the macros."""
+"""Summary plans (issue 17): the compiled dp_median releases what core.summary's reference releases on the same
+keyed matching, byte for byte under a seeded generator (many groups, sizes, extreme values), and has the list
+route's law (KS and chi2 over many runs: the matchings differ draw for draw, both are uniform); other queries fall
+back to the macros.  Privacy: tests/plans/test_plans_privacy.py; the matching: tests/plans/test_matching.py."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import pytest
 
 import dpsql.duck as duck
 from dpsql import plans
-from dpsql.core import Params, get_method
+from dpsql.core import Params, get_method, summary
 from dpsql.core.batch import Batch
+from dpsql.core.primitives import ceil_log2
 from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import run_quantile
 from dpsql.noise import Rng
@@ -40,8 +43,41 @@ def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
                         Rng.seeded(seed))
 
 
+class _Replay(summary.BatchSource):
+    """core.summary's reference source with the SQL route's matching: rows keep the table's order, row ids are
+    1, 2, ... over the whole table (``row_number() OVER ()`` with one thread), each group is ordered by
+    ``matching_key_py(salt, id)`` with the salt drawn where DuckSource draws it, and consecutive rows pair."""
+
+    def __init__(self, lists: list[np.ndarray], ids: list[np.ndarray]) -> None:
+        super().__init__(Batch.from_lists(lists))
+        self.lists, self.ids = lists, ids
+
+    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        salt = plans.matching_salt(rng)
+        gs, ks = [], []
+        for i, gi in enumerate(groups):
+            v, rid = self.lists[gi], self.ids[gi]
+            ok = ~np.isnan(v)
+            v, rid = np.clip(v[ok], -(2.0**1000), 2.0**1000), rid[ok]
+            keys = np.array([plans.matching_key_py(salt, int(j)) for j in rid], dtype=np.uint64)
+            assert np.unique(keys).size == keys.size  # no tie: no rerun in these tests
+            w = v[np.argsort(keys)]
+            m = w.size // 2
+            gs.append(np.full(m, i))
+            ks.append(np.clip(ceil_log2(np.abs(w[0:2 * m:2] - w[1:2 * m:2])), summary.GAP_LO, summary.GAP_HI))
+        return self._count(np.concatenate(gs).astype(np.int64), np.concatenate(ks).astype(np.int64))
+
+
+def _one_thread(g: np.ndarray | None, x: np.ndarray) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(config={"threads": 1})
+    con.register("t", pa.table({"x": x} if g is None else {"g": g, "x": x}))
+    return con
+
+
 @pytest.mark.parametrize("trial", range(24))
-def test_same_releases_as_the_list_route(trial: int) -> None:
+def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
+    """Byte for byte: the SQL passes and core.summary's reference source, given the same keyed matching (the
+    rest of the mechanism draws exactly as the list route)."""
     r = np.random.default_rng(trial)
     G = int(r.integers(1, 5))
     gs, xs = [], []
@@ -51,24 +87,61 @@ def test_same_releases_as_the_list_route(trial: int) -> None:
         xs.append(_group(r, n))
     g, x = np.concatenate(gs), np.concatenate(xs)
     eps = float(r.choice([0.1, 1.0, 5.0]))
-    con = duckdb.connect()
-    con.register("t", pa.table({"g": g, "x": x}))
+    con = _one_thread(g, x)
     got = plans.run(con, f"SELECT g, dp_median(x, epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(trial))
     order = got.column("g").to_pylist()
-    want = _list_route([x[g == k] for k in order], eps, trial)
+    rid = np.arange(1, x.size + 1)
+    src = _Replay([x[g == k] for k in order], [rid[g == k] for k in order])
+    want = summary.median(src, eps, Rng.seeded(trial))
     assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_one_group_equals_the_sql_macro(seed: int) -> None:
-    r = np.random.default_rng(seed)
+def test_one_group_with_a_filter_on_the_same_matching() -> None:
+    r = np.random.default_rng(5)
     x = np.concatenate([r.lognormal(3, 2, 2000), r.choice(EXTREME, 50)])
+    k = r.integers(0, 3, x.size)
+    con = duckdb.connect(config={"threads": 1})
+    con.register("t", pa.table({"x": x, "k": k}))
+    got = plans.run(con, "SELECT dp_quantile(x, 0.5, epsilon := 0.5) AS m FROM t WHERE k < 2", Rng.seeded(5))
+    keep = k < 2
+    want = summary.median(_Replay([x[keep]], [np.arange(1, keep.sum() + 1)]), 0.5, Rng.seeded(5))
+    assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
+
+
+DATASETS = {
+    "normal": lambda r: r.normal(0, 1, 60),
+    "ties": lambda r: np.round(r.normal(5, 2, 60)),
+    "equal": lambda r: np.full(40, 7.0),
+    "extreme": lambda r: r.choice(EXTREME, 60),
+    "far_outlier": lambda r: np.concatenate([r.normal(0, 1, 40), [1e300]]),
+}
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_same_law_as_the_list_route(name: str) -> None:
+    """The matching is no longer the list route's draw for draw, only in law (uniform in both): the releases
+    of one dataset, 1500 independent runs each (one group per run), pass a two-sample KS test and a chi2 test
+    on the released values' quantile bins against the list route."""
+    from scipy.stats import chi2_contingency, ks_2samp
+
+    d = DATASETS[name](np.random.default_rng(11))
+    runs, eps = 1500, 1.0
+    g = np.repeat(np.arange(runs), d.size)
     con = duckdb.connect()
-    con.register("t", pa.table({"x": x, "k": r.integers(0, 3, x.size)}))
-    q = "SELECT dp_quantile(x, 0.5, epsilon := 0.5) AS m FROM t WHERE k < 2"
-    got = plans.run(con, q, Rng.seeded(seed)).column("m").to_pylist()
-    duck.install(con, Rng.seeded(seed))
-    assert got == [row[0] for row in con.sql(q).fetchall()]
+    con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
+    a = plans.run(con, f"SELECT g, dp_median(x, epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(1))
+    a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
+    b = _list_route([d] * runs, eps, 2)
+    fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+    assert abs(fa.size - fb.size) < 6 * np.sqrt(runs) + 1
+    assert ks_2samp(fa, fb).pvalue > 1e-3
+    edges = np.unique(np.quantile(np.concatenate([fa, fb]), np.linspace(0, 1, 11)[1:-1]))
+    ca = np.bincount(np.searchsorted(edges, fa), minlength=edges.size + 1)
+    cb = np.bincount(np.searchsorted(edges, fb), minlength=edges.size + 1)
+    table = np.array([ca, cb])
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] > 1:
+        assert chi2_contingency(table).pvalue > 1e-3
 
 
 def test_compiles_only_what_it_owns() -> None:
@@ -95,16 +168,16 @@ def test_bad_epsilon_names_the_argument() -> None:
 
 
 def test_production_route() -> None:
-    """The CSPRNG matching (native keys), a fixed number of passes, answers near the median."""
+    """The CSPRNG salt (keyed MD5 order), a fixed number of passes, answers near the median."""
     r = np.random.default_rng(0)
     con = duckdb.connect()
     con.register("t", pa.table({"g": np.repeat(["a", None], 20000), "x": r.normal(100, 1, 40000)}))
     calls = []
     fetch = plans._fetch
 
-    def counting(c: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-        calls.append(sql)
-        return fetch(c, sql)
+    def counting(c: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
+        calls.append((sql, params))
+        return fetch(c, sql, params)
 
     plans._fetch = counting
     try:
@@ -114,3 +187,5 @@ def test_production_route() -> None:
     assert set(got.column("g").to_pylist()) == {"a", None}
     assert all(abs(v - 100) < 0.5 for v in got.column("m").to_pylist())
     assert len(calls) == 1 + 6  # count, then one class: gaps, four bucket passes, tail counts
+    (gaps, bound), = [(q, par) for q, par in calls if par]  # the salt: only the gap pass, bound, not in the text
+    assert set(bound) == {"salt"} and len(bound["salt"]) == 32 and bound["salt"] not in gaps

@@ -1,0 +1,74 @@
+"""Summary plans (issue 17): the statistical privacy test of the compiled dp_median (keyed-MD5 matching).
+
+Each case runs ``dpsql.plans.run`` on RUNS groups holding D and on RUNS groups holding a neighbour D' (D plus one
+row) and holds the empirical epsilon lower bound (:func:`dpsql.testing.empirical_epsilon`) against the claim
+(epsilon, pure).  Neighbours: the adversarial matrix's (:data:`dpsql.testing.EXTREME_NEIGHBOURS`: +-1e300, +-inf,
+2**1000, the largest BIGINT and smallest HUGEINT as DOUBLE, a subnormal, one far outlier, all equal plus one far,
+two far clusters, empty vs one row) at epsilon 1, the edge pairs at the smallest and the largest accepted
+epsilon, the integer extremes in BIGINT / HUGEINT columns (cast by the plan), and doubled values (every value
+twice), the data on which a matching that keeps chosen rows adjacent (a value hash, a trie order) would swing the
+gap histogram by n/2 between neighbours.  An empty group is a group of one NULL row (n = 0: a NULL release).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from dpsql import plans
+from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
+from dpsql.noise import Rng
+from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
+
+RUNS = 300
+_INT_BASE = [int(round(v)) for v in EXTREME_NEIGHBOURS["one_at_+1e300"][0]]
+_DOUBLED = [float(10**k) for k in range(-10, 10)] * 2
+EXTRA = {
+    "bigint_max_column": ("BIGINT", _INT_BASE, _INT_BASE + [2**63 - 1]),
+    "hugeint_min_column": ("HUGEINT", _INT_BASE, _INT_BASE + [-(2**127)]),
+    "doubled_values": ("DOUBLE", _DOUBLED, _DOUBLED + [1.0 + 2.0**-20]),
+}
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def _releases(d: list, sqltype: str, eps: float, seed: int) -> list:
+    rows = [None, *d]  # the NULL row keeps an empty D a group (n = 0)
+    g = [i for i in range(RUNS) for _ in rows]
+    x = [None if v is None else repr(v) for _ in range(RUNS) for v in rows]
+    con = duckdb.connect()
+    con.register("src", pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.string())}))
+    con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {sqltype}) AS x FROM src")
+    out = plans.run(con, f"SELECT g, dp_median(x, epsilon := {eps!r}) AS m FROM t GROUP BY g", Rng.seeded(seed))
+    assert out.num_rows == RUNS
+    return out.column("m").to_pylist()
+
+
+def _eps(sqltype: str, d: list, d2: list, eps: float, seed: int) -> float:
+    a = [float("nan") if v is None else v for v in _releases(d, sqltype, eps, seed)]
+    b = [float("nan") if v is None else v for v in _releases(d2, sqltype, eps, seed + 1)]
+    return empirical_epsilon(a, b)
+
+
+@pytest.mark.parametrize("pair", list(EXTREME_NEIGHBOURS))
+def test_extreme_neighbours_at_epsilon_one(pair: str) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, 1.0, _seed(pair)) <= 1.0
+
+
+@pytest.mark.parametrize("epsilon", [MIN_EPSILON, MAX_EPSILON])
+@pytest.mark.parametrize("pair", EDGE_PAIRS)
+def test_extreme_neighbours_at_the_floor_and_ceiling(pair: str, epsilon: float) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon)) <= epsilon
+
+
+@pytest.mark.parametrize("case", list(EXTRA))
+def test_integer_columns_and_doubled_values(case: str) -> None:
+    sqltype, d, d2 = EXTRA[case]
+    assert _eps(sqltype, d, d2, 1.0, _seed(case)) <= 1.0
