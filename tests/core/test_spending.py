@@ -42,10 +42,6 @@ UNDERSPEND: dict[tuple[str, str], str] = {
     ("mean", "trimmed_lln"): "bucket: two SVTs compose to half the bucket's share of rho",
     ("mean", "trimmed_uln"): "bucket: two SVTs compose to half the bucket's share of rho",
     ("mean", "trimmed_arsinh"): "bucket: two SVTs compose to half the bucket's share of rho",
-    # dp_var_ci: the upper end's mean of squared deviations (SPLIT_VAR_CI['squares'] = 0.2 eps) routes on its own
-    # noisy count; below n eps ~ 125 it answers NULL after its count and floor (upper end +inf) and leaves 90 %
-    # of its share (0.18 eps) unspent
-    ("var", "asymmetric"): "dp_var_ci: the squares' mean takes its NULL route at small n eps",
 }
 
 
