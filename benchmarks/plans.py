@@ -2,7 +2,9 @@
 
 Each measurement runs in a fresh Python process (peak RSS = ru_maxrss of that process, data included): x ~
 lognormal(0, 1) in a DuckDB table, G groups.  ``python benchmarks/plans.py --rows 1e6 1e7 --groups 1 10000``;
-writes benchmarks/results/plans.md.  One run per cell (timings on a shared 2-core machine are noisy).
+writes benchmarks/results/plans.md (``--out``).  ``--reps k``: the fastest of k runs per cell (timings on a shared
+2-core machine are noisy); the ratio is to quantile_cont of the same rows and groups.  ``--profile ROWS GROUPS``:
+instead, the summary route's time per pass (one run) and the gap pass's sort key alternatives on the same table.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 CHILD = r'''
@@ -38,24 +41,93 @@ print(json.dumps({"s": dt, "peak_mb": peak / 1024, "base_mb": base / 1024}))
 '''
 
 
+def profile(rows: int, groups: int) -> None:
+    """The summary route's passes (one run) and the gap pass's sort key alternatives, on one table."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    from dpsql import plans
+    from dpsql.noise import system_rng
+
+    con = duckdb.connect()
+    x = "exp(sqrt(-2 * ln(random())) * cos(6.283185307179586 * random()))"
+    con.execute(f"CREATE TABLE t AS SELECT (random() * {groups})::BIGINT AS g, {x} AS x FROM range({rows})")
+    fetch, log = plans._fetch, []
+
+    def timed(c, sql, params=None):  # noqa: ANN001, ANN202
+        t0 = time.perf_counter()
+        out = fetch(c, sql, params)
+        log.append((time.perf_counter() - t0, sql))
+        return out
+
+    sel, grp = ("g, ", " GROUP BY g") if groups > 1 else ("", "")
+    plans._fetch = timed
+    t0 = time.perf_counter()
+    try:
+        plans.run(con, f"SELECT {sel}dp_median(x, epsilon := 1) FROM t{grp}")
+    finally:
+        plans._fetch = fetch
+    total = time.perf_counter() - t0
+    print(f"| pass ({rows:.0e} rows, {groups} groups) | s |\n|---|---|")
+    for dt, sql in log:
+        kind = ("gap histogram" if "_tie" in sql else "tail counts" if "count_if" in sql else
+                "bucket" if "_pe" in sql else "count")
+        print(f"| {kind} | {dt:.2f} |")
+    print(f"| Python between passes | {total - sum(d for d, _ in log):.2f} |\n| total | {total:.2f} |")
+    rng = system_rng()
+    con.create_function("_csprng", lambda v, i: pa.array(rng.words(len(v)).view(np.int64)),
+                        [duckdb.sqltype("DOUBLE"), duckdb.sqltype("INTEGER")], duckdb.sqltype("BIGINT"),
+                        type="arrow", side_effects=True)
+    salt = "0123456789abcdef0123456789abcdef"
+    keys = {"quantile_cont (reference)": None,
+            "keyed MD5, 64 bits (this route)": plans.matching_key(f"'{salt}'", "rowid") + " AS k1",
+            "keyed MD5, all 128 bits": f"md5_number('{salt}' || CAST(rowid AS VARCHAR)) AS k1",
+            "two CSPRNG words from a Python UDF (before)": "_csprng(x, 1) AS k1, _csprng(x, 2) AS k2",
+            "hash(rowid, salt) (rejected: not uniform)": "hash(rowid, 12345::BIGINT) AS k1"}
+    print("\n| gap-pass window, sort key | s |\n|---|---|")
+    for name, key in keys.items():
+        if key is None:
+            sql = "SELECT g, quantile_cont(x, 0.5) FROM t GROUP BY g"
+        else:
+            sql = (f"SELECT count(*) FILTER (WHERE _pos % 2 = 0 AND _gap < 1) FROM (SELECT abs(x - lag(x) OVER w) "
+                   f"AS _gap, row_number() OVER w AS _pos FROM (SELECT g, x, {key} FROM t) WINDOW w AS "
+                   f"(PARTITION BY g ORDER BY {'k1, k2' if 'k2' in key else 'k1'}))")
+        t0 = time.perf_counter()
+        con.sql(sql).fetchall()
+        print(f"| {name} | {time.perf_counter() - t0:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", nargs="+", default=["1e6", "1e7"])
     ap.add_argument("--groups", nargs="+", type=int, default=[1, 10000])
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--profile", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
+    if a.profile:
+        profile(int(float(a.profile[0])), int(a.profile[1]))
+        return
     lines = ["# dp_median: summary plans vs the list route vs quantile_cont", "",
-             "`benchmarks/plans.py` (one run per cell, fresh process each; 2 shared cores). x ~ lognormal(0, 1) in a "
-             "DuckDB table; epsilon 1. s = wall time of the query; peak = the process's peak RSS (MB) minus its RSS "
-             "after loading the table (the query's own peak, roughly).", "",
-             "| rows | groups | route | s | query peak MB |", "|---|---|---|---|---|"]
+             f"`benchmarks/plans.py` (fastest of {a.reps} run(s) per cell, fresh process each; 2 shared cores). x ~ "
+             "lognormal(0, 1) in a DuckDB table; epsilon 1. s = wall time of the query; x = s / quantile_cont's s; "
+             "peak = the process's peak RSS (MB) minus its RSS after loading the table (the query's own peak, "
+             "roughly).", "",
+             "| rows | groups | route | s | x quantile_cont | query peak MB |", "|---|---|---|---|---|---|"]
     for rows in a.rows:
         for g in a.groups:
+            ref = None
             for route in ("quantile_cont", "list", "summary"):
-                out = subprocess.run([sys.executable, "-c", CHILD, rows, str(g), route], capture_output=True,
-                                     text=True, check=True).stdout
-                m = json.loads(out.strip().splitlines()[-1])
-                row = f"| {float(rows):.0e} | {g} | {route} | {m['s']:.2f} | {m['peak_mb'] - m['base_mb']:.0f} |"
+                runs = []
+                for _ in range(a.reps):
+                    out = subprocess.run([sys.executable, "-c", CHILD, rows, str(g), route], capture_output=True,
+                                         text=True, check=True).stdout
+                    runs.append(json.loads(out.strip().splitlines()[-1]))
+                m = min(runs, key=lambda r: r["s"])
+                ref = m["s"] if ref is None else ref
+                row = (f"| {float(rows):.0e} | {g} | {route} | {m['s']:.2f} | {m['s'] / ref:.1f} | "
+                       f"{m['peak_mb'] - m['base_mb']:.0f} |")
                 print(row, flush=True)
                 lines.append(row)
     Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
