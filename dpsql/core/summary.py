@@ -56,10 +56,25 @@ from ..noise import Rng
 from .batch import Batch
 from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
-from .scalefree import SPLIT, FloatCodes, decode, floor_exponent_of, median_classes
+from .scalefree import (
+    CENTRE_TOP,
+    NULL_BELOW,
+    ROUTE,
+    SPLIT,
+    SPLIT_NEAR,
+    SPLIT_TAIL,
+    FloatCodes,
+    _centre,
+    _floor_exponent,
+    _near_exponent,
+    _quantile_ci,
+    decode,
+    floor_exponent_of,
+    median_classes,
+)
 from .spending import charge_pure
 
-__all__ = ["Source", "BatchSource", "median", "floor_from_histogram", "SHIFTS", "GAP_LO", "GAP_HI"]
+__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "SHIFTS", "GAP_LO", "GAP_HI"]
 
 #: the bucket shifts of the window passes, coarse to fine (36: the octave, 0: the code)
 SHIFTS = (36, 24, 12, 0)
@@ -88,6 +103,10 @@ class Source(Protocol):
     def rank_counts(self, groups: np.ndarray, e: np.ndarray, which: np.ndarray, thr: np.ndarray) -> np.ndarray:
         """``#{rows of groups[which[i]] with raw code <= thr[i]}``; the pass runs even when there are no
         points."""
+
+    def batch(self, groups: np.ndarray) -> Batch:
+        """The rows of ``groups`` as a sorted, cleaned Batch (the list route's input), for the quantile's near
+        route (small released counts only)."""
 
 
 RAW_BITS = 36  # mantissa bits of the raw codes (scalefree's M_BITS; every measure's cells are unions of these)
@@ -175,6 +194,11 @@ class BatchSource:
             b = bucket_of(rel, prev)
             keep = (b >= lo[g]) & (b <= hi[g])
         return self._count(g[keep], bucket_of(rel[keep], shift))
+
+    def batch(self, groups: np.ndarray) -> Batch:  # noqa: D102
+        sub = self._sub(groups)
+        sub._sorted = sub
+        return sub
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         sub = self._sub(groups)
@@ -354,7 +378,7 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     """dp_median (= dp_quantile at p = 1/2), scalefree, without bounds: the law of
     :func:`~dpsql.core.scalefree.run_quantile` (module docstring); NaN = NULL.  Cost epsilon (pure)."""
     if p != 0.5:
-        raise ValueError("summary plans cover the median only (p = 0.5)")
+        return quantile(src, epsilon, rng, p)
     n = np.asarray(src.sizes(), dtype=np.int64)
     n_hat = noisy_count_of(n, SPLIT["count"] * epsilon, rng)
     out = np.full(n.size, np.nan)
@@ -363,4 +387,39 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
         e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng))
         k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng)
         out[idx] = decode(k, e)
+    return out
+
+
+def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
+    """dp_quantile at p != 1/2, scalefree, without bounds: :func:`~dpsql.core.scalefree.run_quantile`'s
+    ``_tail_quantiles`` for one p, step for step and draw for draw from a :class:`BatchSource`.  A count at
+    ``SPLIT_TAIL['count'] eps``; NULL below ``n_hat eps = NULL_BELOW['tail']``; then, routed on the released
+    count (post-processing), the wide groups (``n_hat min(p, 1 - p) eps >= ROUTE``: large groups) get the
+    floor at ``SPLIT_TAIL['bound'] eps`` (:meth:`Source.gap_histogram`) and the exponential mechanism at
+    ``(centre + em) eps`` on the log-uniform codes, centre 0 (the bucket and tail passes of :func:`median`,
+    sensitivity max(p, 1 - p)); the near groups (small released counts) run scalefree's near route (floor,
+    centre, centred octave-decaying codes) on their rows (:meth:`Source.batch`: the list route's input for
+    those groups only).  Same queries, same shares, same draws as the list route: cost epsilon (pure); the
+    privacy argument is scalefree's (the matching's law, item 2 of the module docstring)."""
+    if not 0.0 < p < 1.0 or p == 0.5:
+        raise ValueError("quantile: 0 < p < 1, p != 1/2 (the median has its own route)")
+    n = np.asarray(src.sizes(), dtype=np.int64)
+    n_hat = noisy_count_of(n, SPLIT_TAIL["count"] * epsilon, rng)
+    wide = n_hat * min(p, 1.0 - p) * epsilon >= ROUTE
+    null = n_hat * epsilon < NULL_BELOW["tail"]
+    out = np.full(n.size, np.nan)
+    idx = np.flatnonzero(wide & ~null)
+    if idx.size:
+        hg, hk, hc = src.gap_histogram(idx, rng)
+        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, SPLIT_TAIL["bound"] * epsilon, rng))
+        share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
+        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng), e)
+    idx = np.flatnonzero(~wide & ~null)
+    if idx.size:
+        sub = src.batch(idx)
+        ee = _floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng)
+        c = _centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
+        ee = _near_exponent(ee, c)
+        out[idx] = _quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon, rng, c, 1, None, n_hat[idx],
+                                SPLIT_NEAR["count"] * epsilon)[0]
     return out

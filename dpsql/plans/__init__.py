@@ -1,12 +1,15 @@
 """Summary plans, trusted mode (issue 17, first slice): ``run(con, sql)`` answers the default dp_median /
-dp_quantile(x, 0.5) of a simple grouped query with native DuckDB passes over per-group summaries instead of
+dp_quantile(x, p) of a simple grouped query with native DuckDB passes over per-group summaries instead of
 shipping each group to Python with ``list(x)``; the mechanism runs in Python on the summaries
 (:mod:`dpsql.core.summary`, whose docstring has the design and the privacy argument).  Same output law as the
-list route (tests/plans: byte-identical releases under a seeded generator).
+list route (below: the matching's draws differ, its law does not).
 
 Compiled: ``SELECT k1, ..., dp_median(x, epsilon := e) [AS a], ... FROM <from> [WHERE ...] [GROUP BY k1, ...]``
 where every other select item is a GROUP BY expression, and each dp call is ``dp_median(x, epsilon := e)`` or
-``dp_quantile(x, 0.5, epsilon := e)`` with at most ``method := 'scalefree'`` besides (no bounds, no interval).
+``dp_quantile(x, p, epsilon := e)`` (p a literal in (0, 1)) with at most ``method := 'scalefree'`` besides (no
+bounds, no interval).  At p != 1/2 (:func:`dpsql.core.summary.quantile`) the groups whose released count routes
+them "wide" (large groups) take the passes below; the "near" ones (small released counts) are fetched as rows in
+one more pass, run only when a released count routes a group there.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors do not use this yet.
 
@@ -60,6 +63,7 @@ from sqlglot import exp
 
 from ..core import ParameterError, Params, get_method
 from ..core import summary as core_summary
+from ..core.batch import Batch, clean
 from ..core.registry import validate
 from ..noise import Rng, system_rng
 
@@ -77,6 +81,7 @@ class Call:
     value: str
     epsilon: float
     name: str
+    p: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     want = 1 if fn == "dp_median" else 2
     if len(pos) != want or set(named) - {"epsilon", "method"} or "epsilon" not in named:
         return None
-    if fn == "dp_quantile" and _literal_number(pos[1]) != 0.5:
+    p = 0.5 if fn == "dp_median" else _literal_number(pos[1])
+    if p is None or not 0.0 < p < 1.0:
         return None
     if "method" in named:
         m = named["method"]
@@ -118,9 +124,9 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     eps = _literal_number(named["epsilon"])
     if eps is None:
         return None
-    params = Params(epsilon=eps, p=0.5)
+    params = Params(epsilon=eps, p=p)
     validate("quantile", get_method("quantile", None), params)  # ParameterError names the argument
-    return Call(pos[0].sql("duckdb"), eps, name)
+    return Call(pos[0].sql("duckdb"), eps, name, p)
 
 
 def compile_query(sql: str) -> Plan | None:
@@ -342,6 +348,16 @@ class DuckSource:
         t = self._run(sql)
         return _np(t, "_g"), _np(t, "b"), _np(t, "c")
 
+    def batch(self, groups: np.ndarray) -> Batch:
+        """One pass: the valid rows of ``groups``, cleaned and sorted as the list route's input (the quantile's
+        near route, run only when a released count routes a group there)."""
+        self._registered = []
+        src = self._params(groups, {})
+        t = self._run(f"SELECT p._g AS _g, _x FROM {src} WHERE {_VALID} ORDER BY _g")
+        g = _np(t, "_g")
+        offsets = np.searchsorted(g, np.arange(groups.size + 1, dtype=np.int64)).astype(np.int64)
+        return clean(t.column("_x").to_numpy(zero_copy_only=False).astype(np.float64), offsets).sorted()
+
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
         end of cell -thr)`` (thr < 0)."""
@@ -405,7 +421,10 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
     out = []
     for j, call in enumerate(plan.calls):
         src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng)
-        out.append(core_summary.median(src, call.epsilon, rng))
+        if call.p == 0.5:
+            out.append(core_summary.median(src, call.epsilon, rng))
+        else:
+            out.append(core_summary.quantile(src, call.epsilon, rng, call.p))
     arrays, names = [], []
     for kind, i, name in plan.columns:
         names.append(name)

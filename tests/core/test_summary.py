@@ -1,5 +1,5 @@
-"""core.summary (issue 17): the median from summaries has the list route's releases draw for draw, and its floor
-is seed 003's IQR lower bound on the same pairs."""
+"""core.summary (issue 17): the median and the other quantiles from summaries have the list route's releases draw for
+draw, and the floor is seed 003's IQR lower bound on the same pairs."""
 
 from __future__ import annotations
 
@@ -35,6 +35,22 @@ def test_median_from_summaries_is_the_list_route(trial: int) -> None:
     params = Params(epsilon=eps, p=0.5)
     want = run_quantile(b, budget_of(get_method("quantile", "scalefree"), params), params, Rng.seeded(trial))
     got = summary.median(summary.BatchSource(b), eps, Rng.seeded(trial))
+    assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_quantile_from_summaries_is_the_list_route(trial: int) -> None:
+    """p != 1/2: the wide groups through the summaries, the near groups through their rows, draw for draw."""
+    r = np.random.default_rng(1000 + trial)
+    lists = _lists(r)
+    if trial % 2:  # large groups, so that the wide route runs too
+        lists.append(r.lognormal(2, 1, 5000))
+    b = Batch.from_lists(lists)
+    eps = float(r.choice([0.1, 1.0, 5.0]))
+    p = float(r.choice([0.01, 0.1, 0.25, 0.75, 0.9, 0.999]))
+    params = Params(epsilon=eps, p=p)
+    want = run_quantile(b, budget_of(get_method("quantile", "scalefree"), params), params, Rng.seeded(trial))
+    got = summary.quantile(summary.BatchSource(b), eps, Rng.seeded(trial), p)
     assert np.array_equal(got, want, equal_nan=True)
 
 

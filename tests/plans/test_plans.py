@@ -74,10 +74,7 @@ def _one_thread(g: np.ndarray | None, x: np.ndarray) -> duckdb.DuckDBPyConnectio
     return con
 
 
-@pytest.mark.parametrize("trial", range(24))
-def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
-    """Byte for byte: the SQL passes and core.summary's reference source, given the same keyed matching (the
-    rest of the mechanism draws exactly as the list route)."""
+def _replay_case(trial: int, p: float) -> None:
     r = np.random.default_rng(trial)
     G = int(r.integers(1, 5))
     gs, xs = [], []
@@ -88,12 +85,26 @@ def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None
     g, x = np.concatenate(gs), np.concatenate(xs)
     eps = float(r.choice([0.1, 1.0, 5.0]))
     con = _one_thread(g, x)
-    got = plans.run(con, f"SELECT g, dp_median(x, epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(trial))
+    call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p!r}, "
+    got = plans.run(con, f"SELECT g, {call}epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(trial))
     order = got.column("g").to_pylist()
     rid = np.arange(1, x.size + 1)
     src = _Replay([x[g == k] for k in order], [rid[g == k] for k in order])
-    want = summary.median(src, eps, Rng.seeded(trial))
+    want = summary.median(src, eps, Rng.seeded(trial)) if p == 0.5 else summary.quantile(src, eps, Rng.seeded(trial), p)
     assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
+
+
+@pytest.mark.parametrize("trial", range(24))
+def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
+    """Byte for byte: the SQL passes and core.summary's reference source, given the same keyed matching (the
+    rest of the mechanism draws exactly as the list route)."""
+    _replay_case(trial, 0.5)
+
+
+@pytest.mark.parametrize("trial", range(30))
+def test_quantile_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
+    """p != 1/2: wide groups through the passes, near groups through the rows pass, byte for byte."""
+    _replay_case(100 + trial, [0.01, 0.1, 0.25, 0.75, 0.9, 0.999][trial % 6])
 
 
 def test_one_group_with_a_filter_on_the_same_matching() -> None:
@@ -144,10 +155,34 @@ def test_same_law_as_the_list_route(name: str) -> None:
         assert chi2_contingency(table).pvalue > 1e-3
 
 
+@pytest.mark.parametrize("p", [0.1, 0.9])
+def test_quantile_same_law_as_the_list_route(p: float) -> None:
+    """p != 1/2 on groups of 60 (the near route at eps 1) and of 3000 (the wide route): KS per size."""
+    from scipy.stats import ks_2samp
+
+    r = np.random.default_rng(12)
+    runs = 600
+    for d, eps in ((r.lognormal(0, 2, 60), 1.0), (r.normal(5, 1, 3000), 1.0)):
+        g = np.repeat(np.arange(runs), d.size)
+        con = duckdb.connect()
+        con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
+        a = plans.run(con, f"SELECT g, dp_quantile(x, {p}, epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(3))
+        a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
+        params = Params(epsilon=eps, p=p)
+        b = run_quantile(Batch.from_lists([d] * runs), budget_of(get_method("quantile", "scalefree"), params), params,
+                         Rng.seeded(4))
+        fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+        assert abs(fa.size - fb.size) < 6 * np.sqrt(runs) + 1
+        assert ks_2samp(fa, fb).pvalue > 1e-3, (p, d.size)
+
+
 def test_compiles_only_what_it_owns() -> None:
     assert plans.compile_query("SELECT g AS k, dp_median(x, epsilon := 1) FROM t WHERE y > 0 GROUP BY g")
+    assert plans.compile_query("SELECT dp_quantile(x, 0.9, epsilon := 1) FROM t").calls[0].p == 0.9
     for q in ("SELECT dp_median(x, epsilon := 1, lower := 0) FROM t",
-              "SELECT dp_quantile(x, 0.9, epsilon := 1) FROM t",
+              "SELECT dp_quantile(x, 1.5, epsilon := 1) FROM t",
+              "SELECT dp_quantile(x, y, epsilon := 1) FROM t",
+              "SELECT dp_quantile(x, 0.9, epsilon := 1, level := 0.9) FROM t",
               "SELECT dp_mean(x, epsilon := 1) FROM t",
               "SELECT g, dp_median(x, epsilon := 1) FROM t GROUP BY g HAVING count(*) > 1",
               "SELECT h, dp_median(x, epsilon := 1) FROM t GROUP BY g",

@@ -8,6 +8,8 @@ two far clusters, empty vs one row) at epsilon 1, the edge pairs at the smallest
 epsilon, the integer extremes in BIGINT / HUGEINT columns (cast by the plan), and doubled values (every value
 twice), the data on which a matching that keeps chosen rows adjacent (a value hash, a trie order) would swing the
 gap histogram by n/2 between neighbours.  An empty group is a group of one NULL row (n = 0: a NULL release).
+dp_quantile at p = 0.1 and 0.9: the extreme pairs at epsilon 1 (near route) and at the largest epsilon (wide
+route), one pair at the smallest.
 """
 
 from __future__ import annotations
@@ -37,21 +39,22 @@ def _seed(*parts: object) -> int:
     return zlib.crc32(repr(parts).encode())
 
 
-def _releases(d: list, sqltype: str, eps: float, seed: int) -> list:
+def _releases(d: list, sqltype: str, eps: float, seed: int, p: float = 0.5) -> list:
     rows = [None, *d]  # the NULL row keeps an empty D a group (n = 0)
     g = [i for i in range(RUNS) for _ in rows]
     x = [None if v is None else repr(v) for _ in range(RUNS) for v in rows]
     con = duckdb.connect()
     con.register("src", pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.string())}))
     con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {sqltype}) AS x FROM src")
-    out = plans.run(con, f"SELECT g, dp_median(x, epsilon := {eps!r}) AS m FROM t GROUP BY g", Rng.seeded(seed))
+    call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p!r}, "
+    out = plans.run(con, f"SELECT g, {call}epsilon := {eps!r}) AS m FROM t GROUP BY g", Rng.seeded(seed))
     assert out.num_rows == RUNS
     return out.column("m").to_pylist()
 
 
-def _eps(sqltype: str, d: list, d2: list, eps: float, seed: int) -> float:
-    a = [float("nan") if v is None else v for v in _releases(d, sqltype, eps, seed)]
-    b = [float("nan") if v is None else v for v in _releases(d2, sqltype, eps, seed + 1)]
+def _eps(sqltype: str, d: list, d2: list, eps: float, seed: int, p: float = 0.5) -> float:
+    a = [float("nan") if v is None else v for v in _releases(d, sqltype, eps, seed, p)]
+    b = [float("nan") if v is None else v for v in _releases(d2, sqltype, eps, seed + 1, p)]
     return empirical_epsilon(a, b)
 
 
@@ -72,3 +75,23 @@ def test_extreme_neighbours_at_the_floor_and_ceiling(pair: str, epsilon: float) 
 def test_integer_columns_and_doubled_values(case: str) -> None:
     sqltype, d, d2 = EXTRA[case]
     assert _eps(sqltype, d, d2, 1.0, _seed(case)) <= 1.0
+
+
+QUANTILE_PAIRS = ("empty_vs_one", "one_at_+inf", "one_at_-1e300", "far_outlier_1e15", "equal_plus_far",
+                  "two_far_clusters")
+
+
+@pytest.mark.parametrize("epsilon", [1.0, MAX_EPSILON])
+@pytest.mark.parametrize("p", [0.1, 0.9])
+@pytest.mark.parametrize("pair", QUANTILE_PAIRS)
+def test_quantile_extreme_neighbours(pair: str, p: float, epsilon: float) -> None:
+    """dp_quantile at p != 1/2: at epsilon 1 the groups (41 rows) take the near route (rows pass), at the
+    largest epsilon the wide route (the summary passes)."""
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, p, epsilon), p) <= epsilon
+
+
+@pytest.mark.parametrize("p", [0.1, 0.9])
+def test_quantile_at_the_smallest_epsilon(p: float) -> None:
+    d, d2 = EXTREME_NEIGHBOURS["one_at_+inf"]
+    assert _eps("DOUBLE", d, d2, MIN_EPSILON, _seed(p, MIN_EPSILON), p) <= MIN_EPSILON
