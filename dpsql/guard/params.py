@@ -151,7 +151,8 @@ def check_parameters(facts: Facts) -> Parameters:
             _check_placement(site.select, node)
             name, params, texts = parse_call(node)
             _check_value_type(facts, site.select, node, name)
-            call = DpCall(node, name, DP_FUNCTIONS[name], params, texts, multiplier=facts.multiplier(site))
+            call = DpCall(node, name, DP_FUNCTIONS[name], frozen_map(params), frozen_map(texts),
+                          multiplier=facts.multiplier(site))
             calls.append(cost_call(call, facts.catalog.accounting))
         found[id(site.select)] = tuple(calls)
     return Parameters(frozen_map(found))

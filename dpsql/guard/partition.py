@@ -50,8 +50,9 @@ def plan_selection(facts: Facts) -> Selection:
         if not choices:
             raise refuse("060", "partition selection needs an epsilon")
         eps, text = min(choices)
-        call = DpCall(exp.Anonymous(this="dp_count"), "dp_count", DP_FUNCTIONS["dp_count"], {"epsilon": eps},
-                      {"epsilon": text}, multiplier=grouping.multiplier, purpose="partition selection")
+        call = DpCall(exp.Anonymous(this="dp_count"), "dp_count", DP_FUNCTIONS["dp_count"],
+                      frozen_map({"epsilon": eps}), frozen_map({"epsilon": text}), multiplier=grouping.multiplier,
+                      purpose="partition selection")
         call = cost_call(call, facts.catalog.accounting)
         if call.notion != "pure":
             raise refuse("060", "partition selection needs a pure-DP count method")
