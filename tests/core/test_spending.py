@@ -4,9 +4,9 @@ Each run is metered (:mod:`dpsql.core.spending`): the mechanisms charge what the
 sequential composition must equal :func:`~dpsql.core.registry.budget_of` of the call.  Small data, several group
 shapes, with and without bounds, with and without an interval, pure and zCDP budgets, subsampled (eps < 1) and
 not.  Group routes are decided per group from released counts (parallel composition over groups), but the meter
-sums every call, so each batch's groups are of one size class, far from the route thresholds, and empty groups
-come alone: a batch mixing routes (e.g. a large group and an empty one whose noisy count lands on dp_mean's
-small-count route) is charged for both.  Metering changes no release (checked here too).
+sums every call, so each group is metered in a batch of its own (a batch mixing routes, e.g. a large group and an
+empty one whose noisy count lands on dp_mean's small-count route, is charged for both).  Metering changes no
+release (checked here too, on the whole batch).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dpsql.core.spending import meter
 from dpsql.noise import Rng
 
 _rs = np.random.default_rng(16)
-#: one size class per batch (see the module docstring); empty and tiny groups answer NULL on some routes
+#: each group is metered alone (see the module docstring); empty and tiny groups answer NULL on some routes
 SHAPES = {
     "one": [_rs.normal(50.0, 10.0, 2000)],
     "three": [_rs.normal(-3.0, 1.0, 2000), _rs.lognormal(2.0, 1.0, 2000), _rs.normal(1e6, 1e3, 2000)],
@@ -81,16 +81,19 @@ def test_spent_equals_declared(agg: str, name: str, params: Params):
     for shape, lists in SHAPES.items():
         batch = Batch.from_lists(lists)
         seed = zlib.crc32(f"{agg} {name} {params} {shape}".encode())
-        with meter() as spent:
+        with meter():
             out = _run(agg, name, batch, params, seed)
         assert out.tobytes() == _run(agg, name, batch, params, seed).tobytes(), "metering changed a release"
-        got = spent.spent(notion)
-        released = bool(np.any(~np.isnan(out)))
-        if math.isclose(got, want, rel_tol=1e-9):
-            continue
-        if got < want and (not released or (agg, name) in UNDERSPEND):
-            continue  # every group NULL: the steps after the count were not needed
-        bad.append(f"{shape}: spent {got!r}, declared {want!r} ({spent.describe()})")
+        for g, values in enumerate(lists):
+            with meter() as spent:
+                out = _run(agg, name, Batch.from_lists([values]), params, seed + g)
+            got = spent.spent(notion)
+            released = bool(np.any(~np.isnan(out)))
+            if math.isclose(got, want, rel_tol=1e-9):
+                continue
+            if got < want and (not released or (agg, name) in UNDERSPEND):
+                continue  # the group is NULL: the steps after the count were not needed
+            bad.append(f"{shape}[{g}]: spent {got!r}, declared {want!r} ({spent.describe()})")
     assert not bad, "\n".join(bad)
 
 
