@@ -58,15 +58,20 @@ from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
 from .scalefree import (
     CENTRE_TOP,
+    E_TOP,
+    M_BITS,
     NULL_BELOW,
     ROUTE,
     SPLIT,
     SPLIT_NEAR,
     SPLIT_TAIL,
+    ZONE,
+    ZONE_ABOVE,
     FloatCodes,
     _centre,
     _floor_exponent,
     _near_exponent,
+    _octave_table,
     _quantile_ci,
     decode,
     floor_exponent_of,
@@ -151,10 +156,29 @@ def bucket_of(rel: np.ndarray, shift: int) -> np.ndarray:
 
 
 def _codes_per_row(v: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """FloatCodes of values v, each with its own floor e (one group per value)."""
-    n = v.size
-    codes = FloatCodes(v, np.arange(n + 1, dtype=np.int64), e)
-    return codes.take(np.arange(n), np.arange(n))
+    """FloatCodes of values v (centre 0, the log-uniform measure), each with its own floor e: scalefree's
+    ``FloatCodes(v, arange, e).take`` computed with every octave table at once (FloatCodes masks every entry
+    once per table it meets: with 10**4 groups' floors that was most of the route's Python time).  The same
+    integers (tests/core/test_summary.py compares them on floors from -1074 to 1002)."""
+    if not v.size:
+        return np.zeros(0, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    flat, tid = np.unique(np.maximum(ZONE - e, ZONE_ABOVE), return_inverse=True)
+    tables = [_octave_table(int(f)) for f in flat]
+    bits = np.stack([t[0] for t in tables])
+    base = np.stack([t[1] for t in tables])
+    k_top = E_TOP - e
+    centre = base[tid, k_top] + np.left_shift(1, bits[tid, k_top]) - 1
+    ay = np.abs(v)
+    big = ay >= np.ldexp(1.0, e)
+    m, ex = np.frexp(ay)
+    k = np.clip(ex.astype(np.int64) - e, 1, k_top)
+    b = bits[tid, k]
+    frac = np.floor(np.ldexp(2.0 * m - 1.0, b)).astype(np.int64)
+    lin = np.floor(np.ldexp(np.where(big, 0.0, ay), M_BITS - e)).astype(np.int64)
+    mag = np.where(big, base[tid, k] + np.clip(frac, 0, np.left_shift(1, b) - 1), np.minimum(lin, (1 << M_BITS) - 1))
+    mag = np.minimum(mag, centre)
+    return np.where(v < 0, centre - mag, centre + mag)
 
 
 class BatchSource:
@@ -259,12 +283,6 @@ def bucket_ends(b: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
             np.where(b >= 0, (b << shift) + (1 << shift) - 1, -((-b) << shift)))
 
 
-def _bucket_ends(b: np.ndarray, shift: int, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The true codes of the lowest and the highest raw code of buckets ``b`` at ``shift``."""
-    lo, hi = bucket_ends(b, shift)
-    return true_codes(lo, e), true_codes(hi, e)
-
-
 def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: int, e: np.ndarray, base: np.ndarray,
             n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From one bucket pass (sorted by group, bucket; ``e`` per group): per group the bucket range to keep and the
@@ -286,18 +304,30 @@ def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: int, e: np.ndarr
     j = np.searchsorted(cum, before[:-1] + np.maximum(i_lo - base, 1), side="left")
     h = np.searchsorted(cum, before[:-1] + np.clip(i_hi - base, 1, n), side="left")
     j, h = np.clip(np.minimum(j, top), 0, last), np.clip(np.minimum(h, top), 0, last)
-    t_lo, t_hi = _bucket_ends(b, shift, e[g])
-    # first kept: the first bucket of the group with t_hi > t_lo[j] - 2 (t_hi ascends within a group)
-    keep_lo = t_hi > t_lo[j][g] - 2
-    keep_hi = t_lo <= t_hi[h][g]
-    idx = np.arange(c.size)
-    big = np.iinfo(np.int64).max
-    lo_pos = np.full(G, big, dtype=np.int64)
-    np.minimum.at(lo_pos, g[keep_lo], idx[keep_lo])
-    hi_pos = np.full(G, -1, dtype=np.int64)
-    np.maximum.at(hi_pos, g[keep_hi], idx[keep_hi])
-    lo_pos = np.where(i_lo < 1, start, np.minimum(lo_pos, j))
-    hi_pos = np.where(i_hi > n, top, np.maximum(hi_pos, h))
+    # first kept: the first bucket of the group with t_hi > T(lowest of j) - 2, at or before j (t_hi ascends
+    # within a group); last kept: the last with t_lo <= T(highest of h), at or after h.  Binary searches per
+    # group: true codes of O(G log fan-out) bucket ends instead of every bucket's (most of the Python time at
+    # 10**4 groups)
+    ends = bucket_ends(b, shift)
+
+    def t_at(side: int, pos: np.ndarray) -> np.ndarray:
+        return true_codes(ends[side][pos], e[g[pos]])
+
+    thr_lo, thr_hi = t_at(0, j) - 2, t_at(1, h)
+    lo_pos, right = start.copy(), np.where(empty, start, j)  # answer in [lo_pos, right]; it holds at right
+    while np.any(act := lo_pos < right):
+        mid = (lo_pos + right) // 2
+        ok = np.zeros(G, dtype=bool)
+        ok[act] = t_at(1, mid[act]) > thr_lo[act]
+        right, lo_pos = np.where(act & ok, mid, right), np.where(act & ~ok, mid + 1, lo_pos)
+    hi_pos, left = h.copy(), np.where(empty, h, top)  # answer in [hi_pos, left]; it holds at hi_pos
+    while np.any(act := hi_pos < left):
+        mid = (hi_pos + left + 1) // 2
+        ok = np.zeros(G, dtype=bool)
+        ok[act] = t_at(0, mid[act]) <= thr_hi[act]
+        hi_pos, left = np.where(act & ok, mid, hi_pos), np.where(act & ~ok, mid - 1, left)
+    lo_pos = np.where(i_lo < 1, start, lo_pos)
+    hi_pos = np.where(i_hi > n, top, hi_pos)
     lo_pos, hi_pos = np.clip(lo_pos, 0, last), np.clip(hi_pos, 0, last)
     lo = np.where(empty, 1, b[lo_pos])
     hi = np.where(empty, 0, b[hi_pos])

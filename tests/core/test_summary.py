@@ -80,3 +80,6 @@ def test_raw_cells_refine_the_codes() -> None:
         assert np.array_equal(summary.true_codes(raw, e), codes)
         order = np.argsort(x, kind="stable")
         assert np.all(np.diff(raw[order]) >= 0)
+    e = r.integers(-1074, 1003, x.size)  # a floor per row: every octave table at once
+    codes = FloatCodes(x, np.arange(x.size + 1), e).take(np.arange(x.size), np.arange(x.size))
+    assert np.array_equal(summary.true_codes(summary.raw_codes(x, e), e), codes)
