@@ -16,8 +16,8 @@ matching draws differ, item 2):
    them with the same draws.  The matching's law is all the proof uses (the coupling argument of seed 003
    Alg. 7 for a uniform maximal matching): a source may draw it any way whose law is uniform and independent
    of the values (:class:`BatchSource` replays the list route's :func:`~dpsql.core.ranges.random_pairs` draw
-   for draw; the DuckDB source orders each group by a keyed MD5 of row ids under a CSPRNG salt, rejecting
-   ties: the same law, other draws -- :mod:`dpsql.plans` has the proof sketch and why a plain salted hash is
+   for draw; the DuckDB source orders each group by one CSPRNG word per row, joined by position, rejecting
+   ties: the same law, other draws -- :mod:`dpsql.plans` has the proof sketch and why a salted native hash is
    not enough).
 3. **The exponential mechanism near the target** (``Source.bucket_histogram``, four passes): the codes are
    :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset

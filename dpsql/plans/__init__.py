@@ -17,41 +17,47 @@ Passes per dp call: one count pass (shared by the calls' classes), then per clas
 module) a gap-histogram pass over a random matching, four bucket-histogram passes and one tail-count pass,
 whatever the data (the classes present are a function of released counts).
 
-The matching (cost and proof sketch).  Each group's rows are ordered by ``matching_key``: the top 64 bits of
-``md5(salt || row id)``, the salt 128 bits drawn per pass from the OS CSPRNG (from the seeded generator in
-tests; bound as a parameter, never in the SQL text), the row id ``row_number() OVER ()`` over the source
-(distinct; how DuckDB assigns it, even in an order that follows the values, does not matter); consecutive
-rows pair.  A pass in which some group has two equal keys is voided and rerun under a new salt.
+The matching (cost and proof sketch).  The gap pass gives every row of the source one 64-bit word from the OS
+CSPRNG (:func:`matching_words`: AES-CTR streams keyed from ``os.urandom``, streamed to DuckDB as an Arrow
+reader and joined by ``POSITIONAL JOIN``: row i of the scan, in whatever order DuckDB scans, gets word i),
+orders each group by its words (a window sort on a UBIGINT) and pairs consecutive rows.  A pass in which some
+group has two equal words is voided and rerun with new words.  Under a seeded test generator the words come
+from a child generator seeded by one word of it.
 
-* Law: model the keyed MD5 as a random function (the PRF assumption; the same footing as the CSPRNG every
-  other draw uses).  Then a group's keys are i.i.d. uniform 64-bit words, independent of the values and of
-  how ids were assigned.  The pairing is a function of the keys alone, equivariant (relabelling the rows
-  relabels the matching) and always a maximal matching; the keys' law is exchangeable, and so is the event
-  "no tie" the rejection conditions on, so the matching's law is invariant under every permutation of the
-  rows.  The symmetric group acts transitively on the maximal matchings of n rows, so that law is the uniform
-  one: the law of :func:`dpsql.core.ranges.random_pairs`, independent of the values.  The floor, and so
-  every release, has exactly the list route's law; only the draws differ (the list route shuffles with the
-  generator), so releases are equal in law, not byte for byte (tests/plans/test_plans.py: byte-identical to
-  core.summary's reference source on the same keyed matching, KS and chi2 against the list route over many
-  runs; tests/plans/test_matching.py: the matchings' law).
+* Law: the words are i.i.d. uniform and independent of the data; which row gets which word depends on the
+  scan order only, never on the words, so each group's rows carry i.i.d. uniform words.  The pairing is a
+  function of the words alone, equivariant (relabelling the rows relabels the matching) and always a maximal
+  matching; the words' law is exchangeable, and so is the event "no tie" the rejection conditions on, so the
+  matching's law is invariant under every permutation of the rows.  The symmetric group acts transitively on
+  the maximal matchings of n rows, so that law is the uniform one: the law of
+  :func:`dpsql.core.ranges.random_pairs`, independent of the values (groups are independent of each other,
+  also given "no tie anywhere").  The floor, and so every release, has exactly the list route's law; only the
+  draws differ (the list route shuffles with the generator), so releases are equal in law, not byte for byte
+  (tests/plans/test_plans.py: byte-identical to core.summary's reference source on the same words, KS and
+  chi2 against the list route over many runs; tests/plans/test_matching.py: the matchings' law).
 * Add/remove: seed 003's coupling (:func:`~dpsql.core.ranges.iqr_lower_bound`) couples the two uniform
-  matching laws on D and D + r, so it holds unchanged: one gap leaves and at most one joins, the SVT
-  queries move by at most 16, the floor is eps_bound-DP, and the release costs what the list route's does
-  (epsilon, pure).  The proof must not see a matching that depends on the values or keeps chosen rows
-  adjacent under every salt: ordering by a hash of the value (equal values adjacent: with every value twice,
-  all gaps are 0 on D, while on D + r every pair after r straddles two values) or by DuckDB's
-  ``hash(rowid, salt)`` (XOR-separable, a trie order; see :func:`matching_key`) breaks the coupling, since an
-  added row shifts the parity of every later pair and the gap histogram moves by up to n/2.
+  matching laws on D and D + r, so it holds unchanged: one gap leaves and at most one joins, the SVT queries
+  move by at most 16, the floor is eps_bound-DP, and the release costs what the list route's does (epsilon,
+  pure).  What the proof must not see is a matching that depends on the values, or one that keeps chosen rows
+  adjacent under every draw: ordering by a hash of the value (equal values adjacent: with every value twice,
+  all gaps are 0 on D, while on D + r every pair after r straddles two values), or by DuckDB's
+  ``hash(rowid, salt)`` with a random salt: that hash is XOR-separable (``hash(i, s) = F(i) xor G(s)``), so a
+  salt only flips bits of a fixed per-row value, the order is a trie order of ``F`` with flipped branches, and
+  rows whose ``F`` share a long prefix are adjacent under every salt (four rows can be matched one way for all
+  2**64 salts, tests/plans/test_matching.py).  On a table whose layout puts equal values in such rows an added
+  row shifts the parity of every later pair and the gap histogram moves by up to n/2: the coupling, hence the
+  floor's privacy proof, fails.  (A keyed MD5 of a row id would be a sound PRF but costs 1.5-3x the sort
+  again; ``hash(rowid + salt)`` is a mixer, not a PRF.)
 * Ties and timing: a rerun happens with probability at most ``sum_g n_g (n_g - 1) 2**-65`` (2.7e-6 at 10**7
   rows), a function of the group sizes only, never of the values; its only trace is one more pass.
-* Cost per pass: one MD5 per row and one window sort of every valid row by a UBIGINT key (the 64-bit key
-  sorts ~3x faster than the full 128 bits or than two CSPRNG words fed by a Python UDF, which DuckDB could
-  not run in parallel); measured in benchmarks/results/plans.md.
+* Cost per pass: N words from AES-CTR (~0.06 s per 10**7), a positional join, one window sort of every valid
+  row by a UBIGINT (as fast as the sort on a native hash; the two words per row from a Python UDF before were
+  ~3x slower, DuckDB could not run the UDF in parallel).  Memory: the sort's rows plus 8 bytes per row.
+  Measured in benchmarks/results/plans.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -208,35 +214,18 @@ def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
     return t.column(col).to_numpy(zero_copy_only=False).astype(dtype)
 
 
-def matching_salt(rng: Rng) -> str:
-    """A fresh 128-bit matching salt as 32 hex digits: from the OS CSPRNG in production, from ``rng`` (seeded)
-    in tests.  The pass binds it as a parameter: it is never in the SQL text (nor in a query log)."""
-    w = rng.words(2)
-    return f"{int(w[0]):016x}{int(w[1]):016x}"
+#: matching keys are streamed to DuckDB in batches of this many words
+KEY_BATCH = 1 << 20
 
 
-def matching_key(salt: str, rid: str) -> str:
-    """SQL of the matching's sort key: ``upper64(md5(salt || decimal(rid)))`` as UBIGINT (DuckDB's
-    ``md5_number`` reads the digest little-endian; :func:`matching_key_py` is the same in Python).
-
-    Why a keyed MD5 and not ``hash(rid, salt)``: DuckDB's multi-argument hash is XOR-separable
-    (``hash(i, s) = F(i) xor G(s)``, checked in tests/plans/test_matching.py), so a salt only flips bits of a
-    fixed per-row value: the order is a trie order of ``F(i)`` with flipped branches, and rows whose ``F``
-    share a long prefix stay adjacent under every salt (four rows can be matched the same way for all 2**64
-    salts).  The matching is then not uniform, and a table whose layout puts equal values in such rows makes
-    the pairs' gap histogram swing by up to n/2 between neighbours (one added row shifts the parity of every
-    pair after it): seed 003's coupling, hence the floor's privacy proof, fails.  ``hash(rid + salt)`` has no
-    known flaw of that kind, but it is a 64-bit mixer, not a pseudorandom function; the privacy claim should
-    not rest on it.  MD5 keyed by a secret 128-bit prefix is a PRF under the standard assumption (HMAC-MD5's;
-    the collision attacks on MD5 do not apply: the inputs are chosen by us, the outputs never leave the query),
-    which is the same footing as the CSPRNG the other draws use."""
-    return f"CAST(md5_number({salt} || CAST({rid} AS VARCHAR)) >> 64 AS UBIGINT)"
-
-
-def matching_key_py(salt: str, rid: int) -> int:
-    """:func:`matching_key` in Python (tests replay the matching with it)."""
-    d = hashlib.md5(f"{salt}{rid}".encode()).digest()  # noqa: S324 - keyed PRF, see matching_key
-    return int.from_bytes(d, "little") >> 64
+def matching_words(rng: Rng, n: int):  # noqa: ANN201 - a generator of uint64 arrays
+    """``n`` i.i.d. uniform 64-bit words in batches of :data:`KEY_BATCH`, drawn lazily while DuckDB reads them:
+    from the OS CSPRNG in production (each batch its own AES-CTR stream, :meth:`dpsql.noise.Rng.words`); under a
+    seeded test generator from a child generator seeded by one word of ``rng``, so that ``rng`` moves by one
+    word however much of the stream DuckDB reads."""
+    src = rng if rng.is_secure else Rng.seeded(int(rng.words(1)[0]))
+    for start in range(0, n, KEY_BATCH):
+        yield src.words(min(KEY_BATCH, n - start))
 
 
 class DuckSource:
@@ -245,14 +234,13 @@ class DuckSource:
     _ids = itertools.count()
 
     def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
-                 rng: Rng) -> None:
+                 rng: Rng, rows: int | None = None) -> None:
         self.con, self.plan, self.groups, self.n, self.rng = con, plan, groups, n, rng
         keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
         value = plan.calls[call].value
         self.base = f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x {plan.source})"
-        #: the same rows with a row id, distinct over the source (the matching's PRF input)
-        self.ids = (f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x, row_number() OVER () "
-                    f"AS _rid {plan.source})")
+        #: rows of the source (NULL, NaN and every group's included): the matching keys' count
+        self.rows = int(self.con.sql(f"SELECT count(*) FROM {self.base}").fetchall()[0][0]) if rows is None else rows
         self.passes = 0
 
     def sizes(self) -> np.ndarray:
@@ -285,23 +273,36 @@ class DuckSource:
                 self.con.unregister(name)
             self._registered = []
 
+    def _keyed(self, rng: Rng) -> str:
+        """The source's rows with a key each: ``self.rows`` fresh words (:func:`matching_words`) joined by
+        position (``POSITIONAL JOIN``: row i of the scan gets word i, whatever order the scan has)."""
+        name = f"_dpsql_plan_keys{next(self._ids)}"
+        schema = pa.schema([("_key", pa.uint64())])
+        batches = (pa.record_batch([pa.array(w)], schema=schema) for w in matching_words(rng, self.rows))
+        self.con.register(name, pa.RecordBatchReader.from_batches(schema, batches))
+        self._registered.append(name)
+        return f"(SELECT * FROM {self.base} POSITIONAL JOIN {name})"
+
     def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The matching orders each group's rows by ``matching_key`` (module docstring) under a fresh salt from
-        ``rng``; a group with two equal keys (probability below ``n**2 2**-65``, whatever the values) voids the
-        pass, which reruns under a new salt (rejection: the accepted order is uniform, see the docstring)."""
+        """Each group's rows in the order of their keys (module docstring), consecutive rows paired.  A group
+        with two equal keys (probability below ``n**2 2**-65``, whatever the values) voids the pass, which
+        reruns with new keys (rejection: the accepted order is uniform, see the docstring)."""
         while True:
             self._registered = []
-            src = self._params(groups, {}, self.ids)
-            rows = (f"SELECT p._g AS _g, {_VC} AS v, {matching_key('$salt', 'b._rid')} AS _key FROM {src} "
-                    f"WHERE {_VALID}")
+            src = self._params(groups, {}, self._keyed(rng))
+            rows = f"SELECT p._g AS _g, {_VC} AS v, b._key AS _key FROM {src} WHERE {_VALID}"
             k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
                  f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
             pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
-                     f"_key = lag(_key) OVER w AS _tie FROM ({rows}) WINDOW w AS (PARTITION BY _g ORDER BY _key)")
-            sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties "
-                   f"FROM (SELECT _g, _gap, _pos, _tie, log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) "
-                   f"WHERE _pos % 2 = 0 OR _tie) GROUP BY ALL ORDER BY _g, k")
-            t = self._run(sql, {"salt": matching_salt(rng)})  # a bound parameter: folded, never in the text
+                     f"_key = lag(_key) OVER w AS _tie, _key IS NULL AS _nokey FROM ({rows}) "
+                     f"WINDOW w AS (PARTITION BY _g ORDER BY _key)")
+            sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties, "
+                   f"count_if(_nokey) AS nokey FROM (SELECT _g, _gap, _pos, _tie, _nokey, "
+                   f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) WHERE _pos % 2 = 0 OR _tie OR _nokey) "
+                   f"GROUP BY ALL ORDER BY _g, k")
+            t = self._run(sql)
+            if _np(t, "nokey").any():  # the source had more rows than counted: never a matching without keys
+                raise RuntimeError("summary plans: the source's row count changed between passes")
             if not _np(t, "ties").any():
                 c = _np(t, "c")
                 keep = c > 0
@@ -411,8 +412,8 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
         return _fetch(con, sql)
     rng = system_rng() if rng is None else rng
     keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
-    xs = ", ".join(f"count(*) FILTER (WHERE _x{j} IS NOT NULL AND NOT isnan(_x{j})) AS _n{j}"
-                   for j in range(len(plan.calls)))
+    xs = ", ".join([f"count(*) FILTER (WHERE _x{j} IS NOT NULL AND NOT isnan(_x{j})) AS _n{j}"
+                    for j in range(len(plan.calls))] + ["count(*) AS _rows"])
     vals = ", ".join(f"CAST({c.value} AS DOUBLE) AS _x{j}" for j, c in enumerate(plan.calls))
     inner = f"SELECT {keys + ', ' if keys else ''}{vals} {plan.source}"
     groups = _fetch(con, f"SELECT {', '.join(f'_k{i}' for i in range(len(plan.keys))) + ', ' if keys else ''}"
@@ -420,7 +421,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
     key_table = groups.select([f"_k{i}" for i in range(len(plan.keys))])
     out = []
     for j, call in enumerate(plan.calls):
-        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng)
+        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, int(_np(groups, "_rows").sum()))
         if call.p == 0.5:
             out.append(core_summary.median(src, call.epsilon, rng))
         else:

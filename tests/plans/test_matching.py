@@ -1,12 +1,12 @@
-"""Summary plans (issue 17): the random matching behind the floor (``dpsql.plans.matching_key``).
+"""Summary plans (issue 17): the random matching behind the floor (``dpsql.plans.matching_words``).
 
 The floor's privacy proof (seed 003's coupling, :func:`dpsql.core.ranges.iqr_lower_bound`) needs each group's
-matching uniform over its maximal matchings and independent of the values.  The SQL orders each group by a keyed
-MD5 of a row id under a fresh 128-bit salt and pairs consecutive rows; here: (1) over many salts, the matchings of
-4 and 6 rows are uniform (chi2), on rows chosen so that DuckDB's own salted hash would match them one way for
-every salt; (2) why that hash is not used (it is XOR-separable: the salt flips bits of a fixed per-row value);
+matching uniform over its maximal matchings and independent of the values.  The SQL gives every row a fresh
+CSPRNG word (joined by position), orders each group by it and pairs consecutive rows; here: (1) the matchings of
+4 rows are uniform over 3000 groups (chi2), through the real gap pass; (2) why DuckDB's salted hash is not used
+instead (it is XOR-separable: the salt flips bits of a fixed per-row value, and some matchings are never drawn);
 (3) the gap histogram's law on tied data equals the list route's (:func:`~dpsql.core.ranges.random_pairs`);
-(4) tied keys void the pass and it reruns under a new salt.
+(4) tied keys void the pass and it reruns with new keys.
 """
 
 from __future__ import annotations
@@ -35,39 +35,46 @@ def _trie_split_ids(con: duckdb.DuckDBPyConnection, m: int) -> list[int]:
     return lo + hi
 
 
-def _matchings(con: duckdb.DuckDBPyConnection, ids: list[int], key: str) -> np.ndarray:
-    """Per salt, the matching of ``ids`` (as the index of the sorted pair list among all perfect matchings)."""
-    rng = Rng.seeded(7)
-    salts = [plans.matching_salt(rng) for _ in range(SALTS)]
-    con.register("s", pa.table({"_salt": salts, "sid": np.arange(SALTS)}))
-    con.register("r", pa.table({"_rid": np.array(ids, dtype=np.int64)}))
-    rows = con.sql(f"SELECT sid, _rid, row_number() OVER (PARTITION BY sid ORDER BY {key}) AS pos "
-                   f"FROM s CROSS JOIN r ORDER BY sid, pos").fetchall()
+def _hash_matchings(con: duckdb.DuckDBPyConnection, ids: list[int]) -> np.ndarray:
+    """Per salt, the matching of ``ids`` under ``ORDER BY hash(id, salt)`` (index among the perfect matchings)."""
+    con.register("s", pa.table({"salt": np.random.default_rng(7).integers(0, 2**62, SALTS), "sid": np.arange(SALTS)}))
+    con.register("r", pa.table({"rid": np.array(ids, dtype=np.int64)}))
+    rows = con.sql("SELECT sid, rid, row_number() OVER (PARTITION BY sid ORDER BY hash(rid, salt)) AS pos "
+                   "FROM s CROSS JOIN r ORDER BY sid, pos").fetchall()
     all_m = sorted({tuple(sorted(tuple(sorted(p)) for p in zip(perm[::2], perm[1::2], strict=True)))
                     for perm in itertools.permutations(ids)})
     index = {m: i for i, m in enumerate(all_m)}
     out = np.empty(SALTS, dtype=np.int64)
     for sid in range(SALTS):
-        order = [rid for s, rid, _ in rows[sid * len(ids):(sid + 1) * len(ids)]]
+        order = [rid for _, rid, _ in rows[sid * len(ids):(sid + 1) * len(ids)]]
         out[sid] = index[tuple(sorted(tuple(sorted(p)) for p in zip(order[::2], order[1::2], strict=True)))]
     return np.bincount(out, minlength=len(all_m))
 
 
-def test_keyed_md5_matching_is_uniform() -> None:
+def test_matching_is_uniform() -> None:
+    """Rows 0, 1, 3, 7 in 3000 groups: each of the 3 matchings has its own gap exponents ({0, 2}, {2, 3},
+    {1, 3}); their counts pass a chi2 test against 1/3 each."""
+    G = SALTS
     con = duckdb.connect()
-    for m, n_matchings in ((4, 3), (6, 15)):
-        counts = _matchings(con, _trie_split_ids(con, m), plans.matching_key("s._salt", "r._rid"))
-        assert counts.size == n_matchings and chisquare(counts).pvalue > 1e-3, counts
+    con.register("t", pa.table({"g": np.repeat(np.arange(G), 4), "x": np.tile([0.0, 1.0, 3.0, 7.0], G)}))
+    plan = plans.compile_query("SELECT g, dp_median(x, epsilon := 1) FROM t GROUP BY g")
+    src = plans.DuckSource(con, plan, 0, pa.table({"_k0": np.arange(G)}), np.full(G, 4), Rng.seeded(3))
+    g, k, c = src.gap_histogram(np.arange(G), Rng.seeded(3))
+    sig = np.zeros(G, dtype=np.int64)
+    np.add.at(sig, g, c * (1 << (2 * k)))  # exponents 0..3 as base-4 digits
+    which = {1 + 16: 0, 16 + 64: 1, 4 + 64: 2}
+    counts = np.bincount([which[int(v)] for v in sig], minlength=3)
+    assert chisquare(counts).pvalue > 1e-3, counts
 
 
 def test_duckdb_salted_hash_is_xor_separable_and_not_uniform() -> None:
-    """The rejected design (see matching_key): hash(i, s1) xor hash(i, s2) is one constant for all i, and on the
-    trie-split rows the salted-hash order leaves matchings out entirely."""
+    """The rejected design: hash(i, s1) xor hash(i, s2) is one constant for all i, and on the trie-split rows
+    ``ORDER BY hash(id, salt)`` leaves matchings out entirely, for every salt."""
     con = duckdb.connect()
     assert con.sql("SELECT count(DISTINCT xor(hash(i, 12345::BIGINT), hash(i, 999::BIGINT))) "
                    "FROM range(1000) t(i)").fetchall() == [(1,)]
-    counts = _matchings(con, _trie_split_ids(con, 4), "hash(r._rid, hash(s._salt))")
-    assert np.count_nonzero(counts) < counts.size  # some of the 3 matchings never drawn
+    counts = _hash_matchings(con, _trie_split_ids(con, 4))
+    assert np.count_nonzero(counts) < counts.size, counts
 
 
 def _zero_gap_counts(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int) -> np.ndarray:
@@ -96,8 +103,8 @@ def test_gap_histogram_law_equals_the_list_routes() -> None:
 def test_tied_keys_rerun_under_a_new_salt(monkeypatch) -> None:  # noqa: ANN001
     """With 6-bit keys ties are common: every pass that returns has no tie (one pair per group of 3 rows, as
     many pairs as rows // 2), and some passes were voided."""
-    real = plans.matching_key
-    monkeypatch.setattr(plans, "matching_key", lambda salt, rid: f"({real(salt, rid)} >> 58)")
+    real = plans.matching_words
+    monkeypatch.setattr(plans, "matching_words", lambda rng, n: (w >> np.uint64(58) for w in real(rng, n)))
     G = 40
     con = duckdb.connect()
     con.register("t", pa.table({"g": np.repeat(np.arange(G), 3), "x": np.tile([1.0, 2.0, 4.0], G)}))

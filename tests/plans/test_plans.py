@@ -1,5 +1,5 @@
 """Summary plans (issue 17): the compiled dp_median releases what core.summary's reference releases on the same
-keyed matching, byte for byte under a seeded generator (many groups, sizes, extreme values), and has the list
+matching keys, byte for byte under a seeded generator (many groups, sizes, extreme values), and has the list
 route's law (KS and chi2 over many runs: the matchings differ draw for draw, both are uniform); other queries fall
 back to the macros.  Privacy: tests/plans/test_plans_privacy.py; the matching: tests/plans/test_matching.py."""
 
@@ -44,22 +44,21 @@ def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
 
 
 class _Replay(summary.BatchSource):
-    """core.summary's reference source with the SQL route's matching: rows keep the table's order, row ids are
-    1, 2, ... over the whole table (``row_number() OVER ()`` with one thread), each group is ordered by
-    ``matching_key_py(salt, id)`` with the salt drawn where DuckSource draws it, and consecutive rows pair."""
+    """core.summary's reference source with the SQL route's matching: the pass draws one key per row of the
+    source (NULL and NaN rows and every group's included) with ``plans.matching_words`` and joins them by position
+    (the table's order, with one thread); each group is ordered by its rows' keys and consecutive rows pair."""
 
-    def __init__(self, lists: list[np.ndarray], ids: list[np.ndarray]) -> None:
+    def __init__(self, lists: list[np.ndarray], pos: list[np.ndarray], rows: int) -> None:
         super().__init__(Batch.from_lists(lists))
-        self.lists, self.ids = lists, ids
+        self.lists, self.pos, self.rows = lists, pos, rows
 
     def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        salt = plans.matching_salt(rng)
+        words = np.concatenate([np.zeros(0, dtype=np.uint64), *plans.matching_words(rng, self.rows)])
         gs, ks = [], []
         for i, gi in enumerate(groups):
-            v, rid = self.lists[gi], self.ids[gi]
+            v, pos = self.lists[gi], self.pos[gi]
             ok = ~np.isnan(v)
-            v, rid = np.clip(v[ok], -(2.0**1000), 2.0**1000), rid[ok]
-            keys = np.array([plans.matching_key_py(salt, int(j)) for j in rid], dtype=np.uint64)
+            v, keys = np.clip(v[ok], -(2.0**1000), 2.0**1000), words[pos[ok]]
             assert np.unique(keys).size == keys.size  # no tie: no rerun in these tests
             w = v[np.argsort(keys)]
             m = w.size // 2
@@ -88,16 +87,16 @@ def _replay_case(trial: int, p: float) -> None:
     call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p!r}, "
     got = plans.run(con, f"SELECT g, {call}epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(trial))
     order = got.column("g").to_pylist()
-    rid = np.arange(1, x.size + 1)
-    src = _Replay([x[g == k] for k in order], [rid[g == k] for k in order])
+    pos = np.arange(x.size)
+    src = _Replay([x[g == k] for k in order], [pos[g == k] for k in order], x.size)
     want = summary.median(src, eps, Rng.seeded(trial)) if p == 0.5 else summary.quantile(src, eps, Rng.seeded(trial), p)
     assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
 
 
 @pytest.mark.parametrize("trial", range(24))
 def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
-    """Byte for byte: the SQL passes and core.summary's reference source, given the same keyed matching (the
-    rest of the mechanism draws exactly as the list route)."""
+    """Byte for byte: the SQL passes and core.summary's reference source, given the same matching keys (the rest
+    of the mechanism draws exactly as the list route)."""
     _replay_case(trial, 0.5)
 
 
@@ -115,7 +114,7 @@ def test_one_group_with_a_filter_on_the_same_matching() -> None:
     con.register("t", pa.table({"x": x, "k": k}))
     got = plans.run(con, "SELECT dp_quantile(x, 0.5, epsilon := 0.5) AS m FROM t WHERE k < 2", Rng.seeded(5))
     keep = k < 2
-    want = summary.median(_Replay([x[keep]], [np.arange(1, keep.sum() + 1)]), 0.5, Rng.seeded(5))
+    want = summary.median(_Replay([x[keep]], [np.arange(keep.sum())], int(keep.sum())), 0.5, Rng.seeded(5))
     assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
 
 
@@ -203,7 +202,7 @@ def test_bad_epsilon_names_the_argument() -> None:
 
 
 def test_production_route() -> None:
-    """The CSPRNG salt (keyed MD5 order), a fixed number of passes, answers near the median."""
+    """CSPRNG matching keys, a fixed number of passes, answers near the median."""
     r = np.random.default_rng(0)
     con = duckdb.connect()
     con.register("t", pa.table({"g": np.repeat(["a", None], 20000), "x": r.normal(100, 1, 40000)}))
@@ -222,5 +221,3 @@ def test_production_route() -> None:
     assert set(got.column("g").to_pylist()) == {"a", None}
     assert all(abs(v - 100) < 0.5 for v in got.column("m").to_pylist())
     assert len(calls) == 1 + 6  # count, then one class: gaps, four bucket passes, tail counts
-    (gaps, bound), = [(q, par) for q, par in calls if par]  # the salt: only the gap pass, bound, not in the text
-    assert set(bound) == {"salt"} and len(bound["salt"]) == 32 and bound["salt"] not in gaps
