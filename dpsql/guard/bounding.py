@@ -162,6 +162,8 @@ def bound(facts: Facts, site: Site, find: Callable[[exp.Expression], exp.Express
 def rewrite_bounding(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where contributions are bounded in every aggregation over protected rows (children
     first); elsewhere only ``dp_count(*)`` is spelled ``dp_count_star()``."""
+    if not facts.lineage.aggregations:
+        return tree
     tree, find = editable(tree)
     for site in facts.lineage.aggregations:
         if site.protected:

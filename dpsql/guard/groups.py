@@ -164,6 +164,8 @@ def check_groups(facts: Facts) -> Groups:
 def rewrite_units(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where each subquery the bounding reads a privacy unit from, and that does not select
     the unit itself, selects it as ``_dpsql_unit`` (``lineage.unit_expression``)."""
+    if not facts.groups.units:
+        return tree  # nothing to add (a pure rewrite may return its input)
     tree, find = editable(tree)
     for select, item in facts.groups.units:
         find(select).select(item.copy(), copy=False)

@@ -18,6 +18,8 @@ from .facts import Facts
 
 def rewrite_materialize(tree: exp.Expression, facts: Facts | None = None) -> exp.Expression:
     """A copy of ``tree`` where every CTE whose body calls a dp_* aggregate is materialized (no facts needed)."""
+    if not any(any(dp_name(n) for n in cte.this.find_all(exp.Anonymous)) for cte in tree.find_all(exp.CTE)):
+        return tree
     tree = tree.copy()
     for cte in tree.find_all(exp.CTE):
         if any(dp_name(n) for n in cte.this.find_all(exp.Anonymous)):

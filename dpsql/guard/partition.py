@@ -65,6 +65,8 @@ def plan_selection(facts: Facts) -> Selection:
 def rewrite_selection(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` with ``HAVING dp_count(_dpsql_b._dpsql_one, epsilon := eps) > tau`` on each selecting
     aggregation."""
+    if not facts.selection.by_select:
+        return tree
     tree, find = editable(tree)
     for site in facts.lineage.aggregations:
         selected = facts.selected(site)

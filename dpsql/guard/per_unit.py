@@ -147,10 +147,12 @@ def _rewrite(facts: Facts, analysed: exp.Select, select: exp.Select, key: exp.Co
 
 def rewrite_per_unit(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where each per-unit aggregation's aggregates are in an inner grouped query."""
+    todo = [(s, key) for s in facts.lineage.private if (key := per_unit_of(facts.lineage, s)) is not None]
+    if not todo:
+        return tree
     tree, find = editable(tree)
-    for analysed in facts.lineage.private:
-        key = per_unit_of(facts.lineage, analysed)
+    for analysed, key in todo:
         select = find(analysed)
-        if key is not None and not any(dp_name(n) for n in own_nodes(select)):
+        if not any(dp_name(n) for n in own_nodes(select)):
             _rewrite(facts, analysed, select, key)
     return tree

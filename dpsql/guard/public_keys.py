@@ -37,11 +37,12 @@ def _directly_in(node: exp.Expression, select: exp.Select) -> bool:
 
 def rewrite_public_keys(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where each fully public-keyed aggregation is driven from its key domains."""
+    todo = [(site, agg) for site in facts.lineage.aggregations
+            if (agg := facts.grouping(site)) is not None and agg.keys and not agg.selection]
+    if not todo:
+        return tree
     tree, find = editable(tree)
-    for site in facts.lineage.aggregations:
-        agg = facts.grouping(site)
-        if agg is None or not agg.keys or agg.selection:
-            continue
+    for site, agg in todo:
         select = find(site.select)
         key_columns = [g.name for g in select.args["group"].expressions]
         mapping = {c: f"{PREFIX}_d{j}" for j, c in enumerate(key_columns)}

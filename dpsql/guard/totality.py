@@ -78,6 +78,8 @@ def total_filter(expr: exp.Expression) -> exp.Expression:
 def rewrite_totality(tree: exp.Expression, facts: Facts) -> exp.Expression:
     """A copy of ``tree`` where the WHERE and ON conditions of every scope over protected data, and its row-level
     projections, are total."""
+    if not facts.lineage.private:
+        return tree
     tree, find = editable(tree)
     for analysed in facts.lineage.private:
         select = find(analysed)
