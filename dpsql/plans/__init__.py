@@ -17,15 +17,16 @@ Passes per dp call: one count pass (shared by the calls' classes), then per clas
 module) a gap-histogram pass over a random matching, four bucket-histogram passes and one tail-count pass,
 whatever the data (the classes present are a function of released counts).
 
-The matching (cost and proof sketch).  The gap pass gives every row of the source one 64-bit word from the OS
-CSPRNG (:func:`matching_words`: AES-CTR streams keyed from ``os.urandom``, streamed to DuckDB as an Arrow
-reader and joined by ``POSITIONAL JOIN``: row i of the scan, in whatever order DuckDB scans, gets word i),
-orders each group by its words (a window sort on a UBIGINT) and pairs consecutive rows.  A pass in which some
+The matching (cost and proof sketch).  The gap pass gives every row of its groups one 64-bit word from the OS
+CSPRNG (:func:`matching_words`: AES-CTR streams keyed from ``os.urandom``, as many as the groups have rows by
+the count pass, streamed to DuckDB as an Arrow reader and joined by ``POSITIONAL JOIN``: row i of the rows'
+join with the groups, in whatever order DuckDB produces it, gets word i), orders each group by its words (a
+window sort on a UBIGINT) and pairs consecutive rows.  A pass in which some
 group has two equal words is voided and rerun with new words.  Under a seeded test generator the words come
 from a child generator seeded by one word of it.
 
 * Law: the words are i.i.d. uniform and independent of the data; which row gets which word depends on the
-  scan order only, never on the words, so each group's rows carry i.i.d. uniform words.  The pairing is a
+  join's output order only, never on the words, so each group's rows carry i.i.d. uniform words.  The pairing is a
   function of the words alone, equivariant (relabelling the rows relabels the matching) and always a maximal
   matching; the words' law is exchangeable, and so is the event "no tie" the rejection conditions on, so the
   matching's law is invariant under every permutation of the rows.  The symmetric group acts transitively on
@@ -50,7 +51,7 @@ from a child generator seeded by one word of it.
   again; ``hash(rowid + salt)`` is a mixer, not a PRF.)
 * Ties and timing: a rerun happens with probability at most ``sum_g n_g (n_g - 1) 2**-65`` (2.7e-6 at 10**7
   rows), a function of the group sizes only, never of the values; its only trace is one more pass.
-* Cost per pass: N words from AES-CTR (~0.06 s per 10**7), a positional join, one window sort of every valid
+* Cost per pass: a word per row from AES-CTR (~0.06 s per 10**7), a positional join, one window sort of every valid
   row by a UBIGINT (as fast as the sort on a native hash; the two words per row from a Python UDF before were
   ~3x slower, DuckDB could not run the UDF in parallel).  Memory: the sort's rows plus 8 bytes per row.
   Measured in benchmarks/results/plans.md.
@@ -234,13 +235,20 @@ class DuckSource:
     _ids = itertools.count()
 
     def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
-                 rng: Rng, rows: int | None = None) -> None:
+                 rng: Rng, rows: np.ndarray | None = None) -> None:
         self.con, self.plan, self.groups, self.n, self.rng = con, plan, groups, n, rng
         keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
         value = plan.calls[call].value
         self.base = f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x {plan.source})"
-        #: rows of the source (NULL, NaN and every group's included): the matching keys' count
-        self.rows = int(self.con.sql(f"SELECT count(*) FROM {self.base}").fetchall()[0][0]) if rows is None else rows
+        self.passes = 0
+        if rows is None:  # (tests) one more pass: count them
+            everyone = np.arange(len(n), dtype=np.int64)
+            self._registered = []
+            t = self._run(f"SELECT p._g AS _g, count(*) AS c FROM {self._params(everyone, {})} GROUP BY ALL")
+            rows = np.zeros(len(n), dtype=np.int64)
+            rows[_np(t, "_g")] = _np(t, "c")
+        #: rows per group (NULL and NaN included): how many matching keys a pass over some groups draws
+        self.rows = np.asarray(rows, dtype=np.int64)
         self.passes = 0
 
     def sizes(self) -> np.ndarray:
@@ -273,15 +281,18 @@ class DuckSource:
                 self.con.unregister(name)
             self._registered = []
 
-    def _keyed(self, rng: Rng) -> str:
-        """The source's rows with a key each: ``self.rows`` fresh words (:func:`matching_words`) joined by
-        position (``POSITIONAL JOIN``: row i of the scan gets word i, whatever order the scan has)."""
+    def _keyed(self, groups: np.ndarray, rng: Rng) -> str:
+        """The rows of ``groups`` (``_g``, ``_x``) with a key each: as many fresh words (:func:`matching_words`)
+        as the groups have rows, joined by position (``POSITIONAL JOIN``: row i of the join's output, in
+        whatever order DuckDB produces it, gets word i)."""
+        src = self._params(groups, {})
         name = f"_dpsql_plan_keys{next(self._ids)}"
         schema = pa.schema([("_key", pa.uint64())])
-        batches = (pa.record_batch([pa.array(w)], schema=schema) for w in matching_words(rng, self.rows))
-        self.con.register(name, pa.RecordBatchReader.from_batches(schema, batches))
+        words = matching_words(rng, int(self.rows[groups].sum()))
+        self.con.register(name, pa.RecordBatchReader.from_batches(
+            schema, (pa.record_batch([pa.array(w)], schema=schema) for w in words)))
         self._registered.append(name)
-        return f"(SELECT * FROM {self.base} POSITIONAL JOIN {name})"
+        return f"(SELECT p._g AS _g, b._x AS _x FROM {src}) POSITIONAL JOIN {name}"
 
     def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each group's rows in the order of their keys (module docstring), consecutive rows paired.  A group
@@ -289,8 +300,7 @@ class DuckSource:
         reruns with new keys (rejection: the accepted order is uniform, see the docstring)."""
         while True:
             self._registered = []
-            src = self._params(groups, {}, self._keyed(rng))
-            rows = f"SELECT p._g AS _g, {_VC} AS v, b._key AS _key FROM {src} WHERE {_VALID}"
+            rows = f"SELECT _g, {_VC} AS v, _key FROM {self._keyed(groups, rng)} WHERE {_VALID}"
             k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
                  f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
             pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
@@ -421,7 +431,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
     key_table = groups.select([f"_k{i}" for i in range(len(plan.keys))])
     out = []
     for j, call in enumerate(plan.calls):
-        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, int(_np(groups, "_rows").sum()))
+        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, _np(groups, "_rows"))
         if call.p == 0.5:
             out.append(core_summary.median(src, call.epsilon, rng))
         else:
