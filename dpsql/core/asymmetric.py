@@ -628,8 +628,8 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
 
     sp = SPLIT_VAR_CI
     G = s.groups
-    e = sf._floor_exponent(s, sp["floor"] * eps, rng)
-    c = sf._centre(s, e, sp["centre"] * eps, rng)
+    e = sf.floor_exponent(s, sp["floor"] * eps, rng)
+    c = sf.centre(s, e, sp["centre"] * eps, rng)
     eps_r = sp["radius"] * eps
     s0 = np.maximum(np.ldexp(1.0, e) * 2.0**-8, B_MIN)
     R = radius(s, c, s0, eps_r, rng, 0.5, outside=VAR_OUTSIDE / eps_r, monotone=True, fine=True)

@@ -61,7 +61,8 @@ from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_
 from .ranges import iqr_lower_bound, radius
 from .registry import Method, Params
 
-__all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT"]
+__all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT", "centre", "floor_exponent",
+           "near_exponent", "octave_table", "quantile_ci"]
 
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
@@ -81,13 +82,13 @@ SPLIT_TAIL = {"bound": 0.05, "count": 0.05, "centre": 0.45, "em": 0.45}
 #: the wide route when ``n_hat min(p, 1 - p) eps >= ROUTE``: then the loss beyond the data's extremes
 #: (``n min(p, 1 - p)`` ranks) outweighs the float line's octaves even for data far from 0
 ROUTE = 100.0
-#: the near route's floor lies within these octaves of the released centre's magnitude (:func:`_near_exponent`);
+#: the near route's floor lies within these octaves of the released centre's magnitude (:func:`near_exponent`);
 #: at -60 a floor 46-58 octaves under the data (seed 003's downward scan, ~1e-3 of runs at any n eps_floor)
 #: left the data in octaves of a few codes: p90 answers 1e5-1e90 IQR off; -30 keeps 2**7 codes there
 NEAR_CLAMP = (-30, 3)
 #: the near route's centre codes values linearly below ``2**min(e, CENTRE_TOP)``: a floor that overshot the data by
 #: 40+ octaves (~2e-4 of runs at n eps_floor ~ 30) put every row in the centre's linear cell around 0 and the
-#: centre collapsed to exactly 0, where :func:`_near_exponent` cannot clamp (a p90 1.8e35 IQR off, measured);
+#: centre collapsed to exactly 0, where :func:`near_exponent` cannot clamp (a p90 1.8e35 IQR off, measured);
 #: below 2**24 the centre resolves any data above 2**-12, and a lower cap only adds log-uniform octaves
 CENTRE_TOP = 24
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
@@ -96,7 +97,7 @@ SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
 
 
 @functools.cache
-def _octave_table(flat: int, m: int = M_BITS) -> tuple[np.ndarray, np.ndarray, int]:
+def octave_table(flat: int, m: int = M_BITS) -> tuple[np.ndarray, np.ndarray, int]:
     """Bits and first code of octave k = 1 .. E_TOP - E_MIN (index k; the linear octave 0 is ``[0, 2**m)``),
     and ``m``, the bits per octave.
 
@@ -140,7 +141,7 @@ ZONE = 64
 ZONE_ABOVE = 40
 #: the measures (``decay`` arguments): log-uniform (within the zone), the near route's, the interval endpoints'
 LOGUNIFORM, NEAR, ENDPOINT = 0, 1, 2
-_TABLE = {NEAR: _octave_table(1), ENDPOINT: _octave_table(ENDPOINT_FLAT, ENDPOINT_BITS)}
+_TABLE = {NEAR: octave_table(1), ENDPOINT: octave_table(ENDPOINT_FLAT, ENDPOINT_BITS)}
 #: the last octave with codes of its own: the endpoints' codes saturate in octave ENDPOINT_FLAT + 1 (one code
 #: for every |y - c| beyond ``2**(e + ENDPOINT_FLAT)``, decoded outward as +-inf: no finite bound)
 _TOP = {LOGUNIFORM: None, NEAR: None, ENDPOINT: ENDPOINT_FLAT + 1}
@@ -156,10 +157,10 @@ def _tables(e: np.ndarray, decay: int):
         return
     flat = np.maximum(ZONE - e, ZONE_ABOVE)
     if flat.ndim == 0 or flat.size == 0 or np.all(flat == flat.flat[0]):
-        yield ..., _octave_table(int(flat.flat[0]) if flat.size else ZONE_ABOVE)
+        yield ..., octave_table(int(flat.flat[0]) if flat.size else ZONE_ABOVE)
         return
     for f in np.unique(flat):
-        yield flat == f, _octave_table(int(f))
+        yield flat == f, octave_table(int(f))
 
 
 def _per_table(e: np.ndarray, decay: int, fn, *arrays: np.ndarray) -> np.ndarray:
@@ -283,7 +284,7 @@ def floor_exponent_of(b: np.ndarray) -> np.ndarray:
     return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
 
 
-def _floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
+def floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
     """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP), clamped to the float range."""
     return floor_exponent_of(iqr_lower_bound(s, epsilon, rng))
 
@@ -312,9 +313,9 @@ def rank_offset(p: float, epsilon: float, alpha: float) -> float:
     return 2.0 * max(p, 1.0 - p) / epsilon * (math.log(1.0 / alpha) + EM_SLACK)
 
 
-def _quantile_ci(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None,
-                 decay: int, level: float | None, n_hat: np.ndarray | None = None, eps_count: float = 1.0
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantile_ci(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None,
+                decay: int, level: float | None, n_hat: np.ndarray | None = None, eps_count: float = 1.0
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The p-quantile (eps-DP), and with ``level`` an interval: the point at ``SPLIT_CI['point'] eps`` and two
     more mechanisms at ``SPLIT_CI['end'] eps`` each with targets ``p n -+ d`` (:func:`rank_offset`, each
     side missing with probability (1 - level) / 2): the lower endpoint's rank is <= p n, so it lies at or
@@ -344,7 +345,7 @@ def _quantile_ci(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c:
     return y, lo, hi
 
 
-def _centre(s: Batch, e: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
+def centre(s: Batch, e: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
     """A private median on the log-uniform codes (eps-DP), clamped into the data domain."""
     return np.clip(_quantile(s, e, 0.5, epsilon, rng), -DOMAIN, DOMAIN)
 
@@ -366,7 +367,7 @@ def _groups(s: Batch, idx: np.ndarray) -> Batch:
     return sub
 
 
-def _near_exponent(e: np.ndarray, c: np.ndarray) -> np.ndarray:
+def near_exponent(e: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The near route's code floor: the private floor, clamped within ``NEAR_CLAMP`` octaves of the released
     centre's magnitude (where c != 0; post-processing).  Seed 003's IQR lower bound at the tail route's share
     (n eps_floor down to 3) overshot the data's spread by tens of octaves in ~1 % of runs: the data then sat in
@@ -398,13 +399,13 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
             continue
         sub = _groups(s, idx)
         sp = SPLIT_TAIL if route else SPLIT_NEAR
-        ee = _floor_exponent(sub, sp["bound"] * epsilon, rng)
-        c = None if route else _centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
+        ee = floor_exponent(sub, sp["bound"] * epsilon, rng)
+        c = None if route else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
         share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
         if not route:
-            ee = _near_exponent(ee, c)
+            ee = near_exponent(ee, c)
         for q, p in zip(out, ps, strict=True):
-            got = _quantile_ci(sub, ee, p, share, rng, c, not route, each, n_hat[idx], sp["count"] * epsilon)
+            got = quantile_ci(sub, ee, p, share, rng, c, not route, each, n_hat[idx], sp["count"] * epsilon)
             for a, b in zip(q, got, strict=True):
                 a[idx] = b
     return out
@@ -431,9 +432,9 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
         for sp, idx in median_classes(n_hat, eps):
             sub = _groups(s, idx)
-            e = _floor_exponent(sub, sp["bound"] * eps, rng)
-            for a, b in zip(got, _quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],
-                                              sp["count"] * eps), strict=True):
+            e = floor_exponent(sub, sp["bound"] * eps, rng)
+            for a, b in zip(got, quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],
+                                             sp["count"] * eps), strict=True):
                 a[idx] = b
     return tuple(_clip_out(a, params) for a in got)
 
@@ -443,7 +444,7 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
     lower bound as the code floor (0.15 eps below ``n_hat eps = LOW_UNTIL``, 0.05 above) and one exponential
     mechanism over the log-uniform codes (the rest).  Other p: a count (0.05 eps),
     then per group, routed on it, either the floor (0.05 eps) and the mechanism on the log-uniform codes
-    (0.90 eps), or ``SPLIT_NEAR``: the floor (0.10 eps, clamped near the centre: :func:`_near_exponent`), a
+    (0.90 eps), or ``SPLIT_NEAR``: the floor (0.10 eps, clamped near the centre: :func:`near_exponent`), a
     centre (the median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying
     measure (0.40 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
     ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
@@ -453,7 +454,7 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
 def interval_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dp_quantile_ci: as :func:`run_quantile`, but the mechanisms' share is split into the point and two
-    endpoint mechanisms (:func:`_quantile_ci`).  Cost eps (pure, sequential composition)."""
+    endpoint mechanisms (:func:`quantile_ci`).  Cost eps (pure, sequential composition)."""
     return _run_quantile(batch, budget, params, rng, params.level)
 
 
@@ -479,7 +480,7 @@ def run_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 
 def interval_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """dp_iqr_ci: Q1 and Q3 each with an interval at ``1 - (1 - level) / 2`` (:func:`_quantile_ci`); the
+    """dp_iqr_ci: Q1 and Q3 each with an interval at ``1 - (1 - level) / 2`` (:func:`quantile_ci`); the
     IQR's interval is ``[Q3_lo - Q1_hi, Q3_hi - Q1_lo]`` clamped at 0.  Cost eps (pure)."""
     return _run_iqr(batch, budget, params, rng, params.level)
 
@@ -558,7 +559,7 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     scan exceeds it CAP_TRUST-fold (or the cap is <= 0); ``cut`` (returned) marks those groups, whose intervals
     then have no finite bound (how many rows lie outside is unknown): post-processing of released values.
     Also returned: the cap (the intervals' clipping allowance reads it) and the centre c."""
-    c = _centre(s, e, eps_centre, rng)
+    c = centre(s, e, eps_centre, rng)
     b = np.ldexp(1.0, e)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
@@ -647,7 +648,7 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
         if not idx.size:
             continue
         sub = _groups(s, idx)
-        e = _floor_exponent(sub, sp["bound"] * eps, rng)
+        e = floor_exponent(sub, sp["bound"] * eps, rng)
         if route == "few":
             out[idx] = _few(sub, n[idx], e, sp, eps, rng, params, kind)
             continue

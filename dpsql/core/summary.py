@@ -68,14 +68,14 @@ from .scalefree import (
     ZONE,
     ZONE_ABOVE,
     FloatCodes,
-    _centre,
-    _floor_exponent,
-    _near_exponent,
-    _octave_table,
-    _quantile_ci,
+    centre,
     decode,
+    floor_exponent,
     floor_exponent_of,
     median_classes,
+    near_exponent,
+    octave_table,
+    quantile_ci,
 )
 from .spending import charge_pure
 
@@ -164,11 +164,11 @@ def _codes_per_row(v: np.ndarray, e: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     flat, tid = np.unique(np.maximum(ZONE - e, ZONE_ABOVE), return_inverse=True)
-    tables = [_octave_table(int(f)) for f in flat]
+    tables = [octave_table(int(f)) for f in flat]
     bits = np.stack([t[0] for t in tables])
     base = np.stack([t[1] for t in tables])
     k_top = E_TOP - e
-    centre = base[tid, k_top] + np.left_shift(1, bits[tid, k_top]) - 1
+    ctr = base[tid, k_top] + np.left_shift(1, bits[tid, k_top]) - 1
     ay = np.abs(v)
     big = ay >= np.ldexp(1.0, e)
     m, ex = np.frexp(ay)
@@ -177,8 +177,8 @@ def _codes_per_row(v: np.ndarray, e: np.ndarray) -> np.ndarray:
     frac = np.floor(np.ldexp(2.0 * m - 1.0, b)).astype(np.int64)
     lin = np.floor(np.ldexp(np.where(big, 0.0, ay), M_BITS - e)).astype(np.int64)
     mag = np.where(big, base[tid, k] + np.clip(frac, 0, np.left_shift(1, b) - 1), np.minimum(lin, (1 << M_BITS) - 1))
-    mag = np.minimum(mag, centre)
-    return np.where(v < 0, centre - mag, centre + mag)
+    mag = np.minimum(mag, ctr)
+    return np.where(v < 0, ctr - mag, ctr + mag)
 
 
 class BatchSource:
@@ -447,9 +447,9 @@ def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:
         sub = src.batch(idx)
-        ee = _floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng)
-        c = _centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
-        ee = _near_exponent(ee, c)
-        out[idx] = _quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon, rng, c, 1, None, n_hat[idx],
-                                SPLIT_NEAR["count"] * epsilon)[0]
+        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng)
+        c = centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
+        ee = near_exponent(ee, c)
+        out[idx] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon, rng, c, 1, None, n_hat[idx],
+                               SPLIT_NEAR["count"] * epsilon)[0]
     return out
