@@ -43,7 +43,8 @@ class Found:
     aggregations: list[Site] = field(default_factory=list)
 
     def frozen(self) -> Lineage:
-        return Lineage(self.catalog, frozen_map(self.info), frozen_map(self.sources), tuple(self.private),
+        sources = {k: frozen_map(v) for k, v in self.sources.items()}
+        return Lineage(self.catalog, frozen_map(self.info), frozen_map(sources), tuple(self.private),
                        tuple(self.aggregations))
 
 
