@@ -98,26 +98,9 @@ def replicate(x: np.ndarray, runs: int) -> Batch:
     return clean(np.tile(x, runs), offsets)
 
 
-def errors(out: np.ndarray, truth: float | tuple[float, float], scale: float) -> np.ndarray:
-    """|out - truth| / scale, NULL as inf; a ``(lo, hi)`` truth (the exact answers of a quantile between two
-    order statistics, :func:`quantile_truth`) counts the distance to the interval, 0 inside."""
-    out = np.asarray(out, dtype=np.float64)
-    if isinstance(truth, tuple):
-        lo, hi = truth
-        err = np.maximum(np.maximum(lo - out, out - hi), 0.0) / scale
-        err = np.where(np.isnan(out), np.nan, err)
-    else:
-        err = np.abs(out - truth) / scale
+def errors(out: np.ndarray, truth: float, scale: float) -> np.ndarray:
+    err = np.abs(np.asarray(out, dtype=np.float64) - truth) / scale
     return np.where(np.isnan(err), np.inf, err)
-
-
-def quantile_truth(x: np.ndarray, p: float) -> tuple[float, float]:
-    """The exact p-quantiles: every value between the order statistics around rank p n has exactly p n rows
-    at or below it and (1 - p) n above it (the rank mechanisms' target); ``quantile_cont`` picks one point
-    inside by linear interpolation, and a release elsewhere in that gap is no less exact."""
-    xs = np.sort(x)
-    k = p * xs.size
-    return float(xs[max(int(np.ceil(k)) - 1, 0)]), float(xs[min(int(np.floor(k)), xs.size - 1)])
 
 
 def run_cell(ds: Dataset, n: int, runs: int, aggs: tuple[str, ...], quantiles: tuple[float, ...],
