@@ -5,6 +5,9 @@ lognormal(0, 1) in a DuckDB table, G groups.  ``python benchmarks/plans.py --row
 writes benchmarks/results/plans.md (``--out``).  ``--reps k``: the fastest of k runs per cell (timings on a shared
 2-core machine are noisy); the ratio is to quantile_cont of the same rows and groups.  ``--profile ROWS GROUPS``:
 instead, the summary route's time per pass (one run) and the gap pass's sort key alternatives on the same table.
+``--ladder-ab ROWS GROUPS``: the bucket passes' shifts, the per-group ladder (core.summary.ladder, three passes) vs
+the fixed 36, 24, 12, 0 of before, alternating in one process on one table (``--reps`` pairs): total time, all
+bucket passes' time and the large class's passes one by one.
 """
 
 from __future__ import annotations
@@ -101,14 +104,65 @@ def profile(rows: int, groups: int) -> None:
         print(f"| {name} | {time.perf_counter() - t0:.2f} |", flush=True)
 
 
+def ladder_ab(rows: int, groups: int, reps: int) -> None:
+    """The bucket passes under core.summary.ladder vs the fixed ladder 36, 24, 12, 0, alternating on one table."""
+    import duckdb
+    import numpy as np
+
+    from dpsql import plans
+    from dpsql.core import summary
+
+    con = duckdb.connect()
+    x = "exp(sqrt(-2 * ln(random())) * cos(6.283185307179586 * random()))"
+    con.execute(f"CREATE TABLE t AS SELECT (random() * {groups})::BIGINT AS g, {x} AS x FROM range({rows})")
+    sel, grp = ("g, ", " GROUP BY g") if groups > 1 else ("", "")
+    fetch, per_group = plans._fetch, summary.ladder
+
+    def fixed(n_hat, K, epsilon):  # noqa: ANN001, ANN202
+        return np.tile(np.array([36, 24, 12, 0], dtype=np.int64), (np.asarray(n_hat).size, 1))
+
+    print(f"| ladder ({rows:.0e} rows, {groups} groups) | total s | bucket passes s | per bucket pass s |\n"
+          "|---|---|---|---|")
+    try:
+        for _ in range(reps):
+            for name, lad in (("fixed 36, 24, 12, 0", fixed), ("per group (ladder)", per_group)):
+                log, width = [], []
+
+                def shifts(n_hat, K, epsilon, lad=lad, width=width):  # noqa: ANN001, ANN202
+                    out = lad(n_hat, K, epsilon)
+                    width.append(out.shape[1])
+                    return out
+
+                def timed(c, sql, params=None, log=log):  # noqa: ANN001, ANN202
+                    t0 = time.perf_counter()
+                    out = fetch(c, sql, params)
+                    log.append((time.perf_counter() - t0, sql))
+                    return out
+
+                plans._fetch, summary.ladder = timed, shifts
+                t0 = time.perf_counter()
+                plans.run(con, f"SELECT {sel}dp_median(x, epsilon := 1) FROM t{grp}")
+                total = time.perf_counter() - t0
+                plans._fetch, summary.ladder = fetch, per_group
+                b = [d for d, sql in log if "_pe" in sql and "_tie" not in sql and "count_if" not in sql]
+                big = b[-width[-1]:]  # the large class's passes
+                print(f"| {name} | {total:.2f} | {sum(b):.2f} | {' / '.join(f'{d:.2f}' for d in big)} |", flush=True)
+    finally:
+        plans._fetch, summary.ladder = fetch, per_group
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", nargs="+", default=["1e6", "1e7"])
     ap.add_argument("--groups", nargs="+", type=int, default=[1, 10000])
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--profile", nargs=2, metavar=("ROWS", "GROUPS"))
+    ap.add_argument("--ladder-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
+    if a.ladder_ab:
+        ladder_ab(int(float(a.ladder_ab[0])), int(a.ladder_ab[1]), max(a.reps, 1))
+        return
     if a.profile:
         profile(int(float(a.profile[0])), int(a.profile[1]))
         return

@@ -19,18 +19,20 @@ matching draws differ, item 2):
    for draw; the DuckDB source orders each group by one CSPRNG word per row, joined by position, rejecting
    ties: the same law, other draws -- :mod:`dpsql.plans` has the proof sketch and why a salted native hash is
    not enough).
-3. **The exponential mechanism near the target** (``Source.bucket_histogram``, four passes): the codes are
-   :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset
-   from the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign *
-   (mag >> s)``: buckets are disjoint runs of consecutive codes, ordered as the codes, and each shift's buckets
-   refine the previous shift's.  The passes at shifts 36, 24, 12 and 0 each count the rows per bucket inside
-   the previous pass's range; the range kept is from the bucket before the one holding rank ``floor(t) - W``
-   to the one holding rank ``ceil(t) + W`` (the window of :func:`~dpsql.core.primitives.rank_em`, W its
-   reach).  The last pass (shift 0) is the codes themselves with multiplicities: every row whose code can move
-   the loss inside the window (codes from ``a - 1`` to ``b``, a and b the codes at the window's end ranks) is
-   in it, every row below it has a code below ``a - 1`` and every row above a code above ``b``.  So
-   :func:`~dpsql.core.primitives.rank_window` on a codes object that knows only those positions (and answers
-   -1 below, K + 1 above) reads exactly what it reads on the full data: the same candidates.
+3. **The exponential mechanism near the target** (``Source.bucket_histogram``, three passes): the codes are
+   :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset from
+   the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign * (mag >> s)``:
+   buckets are disjoint runs of consecutive codes, ordered as the codes, and each shift's buckets refine the previous
+   shift's.  Three passes per group, at two shifts from :func:`ladder` (a function of the released count, the released
+   floor and epsilon only: about ``n_hat / W`` buckets per octave at the second, so the number of buckets per group
+   stays bounded) and at 0; the first counts every row per bucket, the others the rows inside the previous pass's
+   range; the range kept is from the bucket before the one holding rank ``floor(t) - W`` to the one holding rank
+   ``ceil(t) + W`` (the window of :func:`~dpsql.core.primitives.rank_em`, W its reach).  The last pass (shift 0) is
+   the codes themselves with multiplicities: every row whose code can move the loss inside the window (codes from
+   ``a - 1`` to ``b``, a and b the codes at the window's end ranks) is in it, every row below it has a code below
+   ``a - 1`` and every row above a code above ``b``.  So :func:`~dpsql.core.primitives.rank_window` on a codes object
+   that knows only those positions (and answers -1 below, K + 1 above) reads exactly what it reads on the full data:
+   the same candidates, whatever the shifts (any shifts that do not increase from pass to pass).
 4. **Tails** (``Source.rank_counts``, one pass, always run): rank_em's rejection step needs ``#{c <= y}`` and
    ``#{c < y}`` at a proposal y in a tail, outside the fetched codes.  A data-dependent extra pass would be a
    timing channel, so the rounds are drawn first (:func:`~dpsql.core.primitives.propose` until every group has
@@ -40,10 +42,11 @@ matching draws differ, item 2):
    law is exactly rank_em's.  The draws are rank_em's whenever no tail proposal is accepted (a tail is
    proposed with probability below 2**-12 per group); after an accepted one the eager rounds draw more.
 
-Passes per class of groups: gap histogram, four bucket histograms, tail counts (fixed; the classes present are
-a function of the released counts).  Fan-out: the last pass returns the distinct codes in a few 12-bit buckets
-around each group's window (ties come back as one row with a count).  Cost: that of scalefree's median,
-charged by the same calls.
+Passes per class of groups: gap histogram, three bucket histograms, tail counts (fixed; the classes present are
+a function of the released counts).  Fan-out: the first pass returns at most ``2**ceil(b / 2)`` buckets per octave
+the data fill, the second as many per kept bucket of the first (``2**b ~ n_hat / W``), the last pass the distinct
+codes of a few W rows around each group's window (ties come back as one row with a count).  Cost: that of
+scalefree's median, charged by the same calls.
 """
 
 from __future__ import annotations
@@ -79,10 +82,7 @@ from .scalefree import (
 )
 from .spending import charge_pure
 
-__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "SHIFTS", "GAP_LO", "GAP_HI"]
-
-#: the bucket shifts of the window passes, coarse to fine (36: the octave, 0: the code)
-SHIFTS = (36, 24, 12, 0)
+__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "ladder", "GAP_LO", "GAP_HI"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -99,11 +99,12 @@ class Source(Protocol):
         and the histogram of ``clip(ceil_log2 |a - b|, GAP_LO, GAP_HI)`` over its pairs, as (index into
         ``groups``, exponent, count)."""
 
-    def bucket_histogram(self, groups: np.ndarray, e: np.ndarray, shift: int, prev: int | None,
+    def bucket_histogram(self, groups: np.ndarray, e: np.ndarray, shift: np.ndarray, prev: np.ndarray | None,
                          lo: np.ndarray | None, hi: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows of ``groups`` per bucket ``sign * (mag >> shift)`` of their raw codes (floor exponents ``e``),
-        counting only rows whose bucket at shift ``prev`` lies in ``[lo, hi]`` (all rows when prev is None):
-        (index into ``groups``, bucket, count), sorted by index then bucket."""
+        """Rows of ``groups`` per bucket ``sign * (mag >> shift)`` of their raw codes (floor exponents ``e``;
+        ``shift``, ``prev``, ``lo``, ``hi``: one per group), counting only rows whose bucket at shift ``prev``
+        lies in ``[lo, hi]`` (all rows when prev is None): (index into ``groups``, bucket, count), sorted by
+        index then bucket."""
 
     def rank_counts(self, groups: np.ndarray, e: np.ndarray, which: np.ndarray, thr: np.ndarray) -> np.ndarray:
         """``#{rows of groups[which[i]] with raw code <= thr[i]}``; the pass runs even when there are no
@@ -150,8 +151,8 @@ def true_codes(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
     return _codes_per_row(raw_value(rel, e), e) if rel.size else rel.copy()
 
 
-def bucket_of(rel: np.ndarray, shift: int) -> np.ndarray:
-    """``sign * (|rel| >> shift)``: the bucket of a raw code offset at a shift."""
+def bucket_of(rel: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
+    """``sign * (|rel| >> shift)``: the bucket of a raw code offset at a shift (a scalar or one per entry)."""
     return np.sign(rel) * (np.abs(rel) >> shift)
 
 
@@ -214,10 +215,11 @@ class BatchSource:
         g = sub.group_ids
         rel = raw_codes(sub.values, e[g])
         keep = np.ones(rel.size, dtype=bool)
+        shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), (groups.size,))
         if prev is not None:
-            b = bucket_of(rel, prev)
+            b = bucket_of(rel, np.broadcast_to(np.asarray(prev, dtype=np.int64), (groups.size,))[g])
             keep = (b >= lo[g]) & (b <= hi[g])
-        return self._count(g[keep], bucket_of(rel[keep], shift))
+        return self._count(g[keep], bucket_of(rel[keep], shift[g[keep]]))
 
     def batch(self, groups: np.ndarray) -> Batch:  # noqa: D102
         sub = self._sub(groups)
@@ -277,15 +279,44 @@ class _KnownCodes:
         return np.where(local < 0, -1, np.where(local >= self.known[g], self.K[g] + 1, c))
 
 
-def bucket_ends(b: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
-    """The lowest and the highest raw code of buckets ``b`` at ``shift`` (bucket 0 spans both signs)."""
-    return (np.where(b > 0, b << shift, -(((-b) << shift) + (1 << shift) - 1)),
-            np.where(b >= 0, (b << shift) + (1 << shift) - 1, -((-b) << shift)))
+def bucket_ends(b: np.ndarray, shift: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and the highest raw code of buckets ``b`` at ``shift`` (a scalar or one per bucket; bucket 0
+    spans both signs)."""
+    b = np.asarray(b, dtype=np.int64)
+    one = np.left_shift(np.int64(1), np.asarray(shift, dtype=np.int64))
+    return (np.where(b > 0, b << shift, -(((-b) << shift) + one - 1)),
+            np.where(b >= 0, (b << shift) + one - 1, -((-b) << shift)))
 
 
-def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: int, e: np.ndarray, base: np.ndarray,
+def ladder(n_hat: np.ndarray, K: np.ndarray, epsilon: float) -> np.ndarray:
+    """The bucket shifts of the three window passes per group, coarse to fine, shape (G, 3): ``RAW_BITS -
+    ceil(b / 2)`` over every row, ``RAW_BITS - b`` inside the first pass's kept range, then the codes (0),
+    with ``2**b`` buckets per octave at about ``n_hat / W`` (W = :func:`~dpsql.core.primitives.window_reach`,
+    the window's reach: the window spans about 2 W ranks).  A bucket of the second pass then holds about W / 4
+    rows where the data are densest (a quarter of the rows in one octave), so the code pass gets a few W rows
+    per group, and every pass has at most ``2**ceil(b / 2)`` buckets per octave (first pass) or per kept bucket
+    (second pass): bounded fan-out at any group size.  (With the fixed ladder 36, 24, 12, 0 of before, the
+    second pass split the kept octaves into 4,096 buckets each: at 10**4 groups of 10**3 rows nearly every
+    row was a bucket of its own, millions of keys; the octave pass of its own cost a scan more.)
+
+    Privacy: a function of released values and public parameters only: ``n_hat`` is the released count, ``K``
+    the code range of the released floor, ``epsilon`` the mechanism's share; never of the rows, so choosing it
+    is post-processing.  And the law does not depend on the ladder at all: any shifts that do not increase
+    from pass to pass make each pass's buckets refine the previous pass's, and the code pass then holds every
+    row whose code the window can read (module docstring, item 3): the releases are the same draw for draw
+    whatever the ladder (tests/core/test_summary.py and tests/plans/test_plans.py run random ladders).  Only
+    the passes' intermediate sizes, and so their time, change; they were data-dependent before through the
+    kept ranges, and the number of passes stays fixed."""
+    W = window_reach(np.asarray(K), epsilon).astype(np.float64)
+    ratio = np.maximum(np.asarray(n_hat, dtype=np.float64), 1.0) / W
+    b = np.clip(np.ceil(np.log2(np.maximum(ratio, 1.0))), 0, RAW_BITS).astype(np.int64)
+    return np.stack([RAW_BITS - (b + 1) // 2, RAW_BITS - b, np.zeros(b.size, dtype=np.int64)], axis=1)
+
+
+def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: np.ndarray, e: np.ndarray, base: np.ndarray,
             n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From one bucket pass (sorted by group, bucket; ``e`` per group): per group the bucket range to keep and the
+    """From one bucket pass (sorted by group, bucket; ``e`` and ``shift`` per group): per group the bucket range
+    to keep and the
     number of rows below it.  With j the bucket holding rank ``i_lo`` and h the one holding ``i_hi``: every
     bucket whose highest true code is above ``T(lowest of j) - 2`` from below, up to every bucket whose lowest
     true code is at most ``T(highest of h)`` (all buckets when ``i_lo < 1`` / ``i_hi > n``).  So every row left
@@ -308,7 +339,7 @@ def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: int, e: np.ndarr
     # within a group); last kept: the last with t_lo <= T(highest of h), at or after h.  Binary searches per
     # group: true codes of O(G log fan-out) bucket ends instead of every bucket's (most of the Python time at
     # 10**4 groups)
-    ends = bucket_ends(b, shift)
+    ends = bucket_ends(b, np.asarray(shift, dtype=np.int64)[g])
 
     def t_at(side: int, pos: np.ndarray) -> np.ndarray:
         return true_codes(ends[side][pos], e[g[pos]])
@@ -347,9 +378,10 @@ def _raw_at_most(y: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float,
-               rng: Rng) -> np.ndarray:
+               rng: Rng, n_hat: np.ndarray) -> np.ndarray:
     """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
-    the bucket passes and one tail-count pass."""
+    the bucket passes (shifts per group: :func:`ladder` of the released counts ``n_hat``) and one tail-count
+    pass."""
     G = groups.size
     sens = max(p, 1.0 - p)
     eps = epsilon / sens
@@ -361,9 +393,11 @@ def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p:
     base = np.zeros(G, dtype=np.int64)
     lo = hi = None
     prev = None
-    for shift in SHIFTS:
+    shifts = ladder(n_hat, K, eps)
+    for j in range(shifts.shape[1]):
+        shift = shifts[:, j]
         hg, hb, hc = src.bucket_histogram(groups, e, shift, prev, lo, hi)
-        if shift == 0:
+        if j == shifts.shape[1] - 1:
             break
         lo, hi, base = _locate(hg, hb, hc, shift, e, base, n, i_lo, i_hi)
         prev = shift
@@ -415,7 +449,7 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     for sp, idx in median_classes(n_hat, epsilon):
         hg, hk, hc = src.gap_histogram(idx, rng)
         e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng))
-        k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng)
+        k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, n_hat[idx])
         out[idx] = decode(k, e)
     return out
 
@@ -443,7 +477,7 @@ def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
         hg, hk, hc = src.gap_histogram(idx, rng)
         e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, SPLIT_TAIL["bound"] * epsilon, rng))
         share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
-        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng), e)
+        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, n_hat[idx]), e)
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:
         sub = src.batch(idx)

@@ -14,8 +14,10 @@ Anything else runs as written through the plain macros (``dpsql.install(con)`` m
 The guarded front doors do not use this yet.
 
 Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
-module) a gap-histogram pass over a random matching, four bucket-histogram passes and one tail-count pass,
-whatever the data (the classes present are a function of released counts).
+module) a gap-histogram pass over a random matching, three bucket-histogram passes and one tail-count pass,
+whatever the data (the classes present are a function of released counts).  The bucket passes' shifts are
+per group (:func:`dpsql.core.summary.ladder`: functions of the released count and floor and of epsilon, never
+of the rows), passed to DuckDB as a column of the per-group parameters (a literal when all groups share one).
 
 The matching (cost and proof sketch).  The gap pass gives every row of its groups one 64-bit word from the OS
 CSPRNG (:func:`matching_words`: AES-CTR streams keyed from ``os.urandom``, as many as the groups have rows by
@@ -202,9 +204,20 @@ def _ceil_log2(a: str, l: str) -> str:
             f"ELSE {r} + CASE WHEN {a} <= pow(2.0, {r} - 1) THEN -1 WHEN {a} <= pow(2.0, {r}) THEN 0 ELSE 1 END END")
 
 
-def _bucket(shift: int) -> str:
-    """The raw bucket ``sign * (mag >> shift)`` of a row with ``_neg`` and ``_mag``."""
+def _bucket(shift: int | str) -> str:
+    """The raw bucket ``sign * (mag >> shift)`` of a row with ``_neg`` and ``_mag`` (shift: a literal or a
+    column)."""
     return f"CASE WHEN _neg THEN -(_mag >> {shift}) ELSE (_mag >> {shift}) END"
+
+
+def _shift_sql(shift: np.ndarray, col: str, cols: dict[str, np.ndarray]) -> str:
+    """A per-group shift as SQL: a literal when every group has the same one, else the column ``col`` (added
+    to ``cols``, the per-group parameters)."""
+    shift = np.asarray(shift, dtype=np.int64)
+    if shift.size and np.all(shift == shift[0]):
+        return str(int(shift[0]))
+    cols[col] = shift
+    return col
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
@@ -344,17 +357,25 @@ class DuckSource:
 
     def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
         self._registered = []
-        if prev is None:  # the octave pass: no mantissa needed
-            assert shift == core_summary.RAW_BITS
+        shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), (groups.size,))
+        if prev is None and np.all(shift == core_summary.RAW_BITS):  # the octave pass: no mantissa needed
             rows = self._rows(groups, e, {})
             b = f"CASE WHEN _a < _pe THEN 0 WHEN _neg THEN -{self._octave()} ELSE {self._octave()} END"
             sql = f"SELECT _g, {b} AS b, count(*) AS c FROM ({rows}) GROUP BY ALL ORDER BY _g, b"
-        else:  # first a cheap value filter (a superset of the buckets' rows), then the exact bucket filter
-            vlo, vhi = _value_range(lo, hi, prev, e)
-            rows = self._rows(groups, e, {"_lo": lo, "_hi": hi, "_vlo": vlo, "_vhi": vhi},
-                              "WHERE _v BETWEEN _vlo AND _vhi")
+        elif prev is None:  # a first pass below the octave: every row's bucket
+            cols = {}
+            sh = _shift_sql(shift, "_sh", cols)
+            rows = self._rows(groups, e, cols)
             mag = f"SELECT *, {self._mag()} AS _mag FROM (SELECT *, {self._octave()} AS _k FROM ({rows}))"
-            sql = (f"SELECT _g, {_bucket(shift)} AS b, count(*) AS c FROM ({mag}) WHERE {_bucket(prev)} "
+            sql = f"SELECT _g, {_bucket(sh)} AS b, count(*) AS c FROM ({mag}) GROUP BY ALL ORDER BY _g, b"
+        else:  # first a cheap value filter (a superset of the buckets' rows), then the exact bucket filter
+            prev = np.broadcast_to(np.asarray(prev, dtype=np.int64), (groups.size,))
+            vlo, vhi = _value_range(lo, hi, prev, e)
+            cols = {"_lo": lo, "_hi": hi, "_vlo": vlo, "_vhi": vhi}
+            sh, pv = _shift_sql(shift, "_sh", cols), _shift_sql(prev, "_pv", cols)
+            rows = self._rows(groups, e, cols, "WHERE _v BETWEEN _vlo AND _vhi")
+            mag = f"SELECT *, {self._mag()} AS _mag FROM (SELECT *, {self._octave()} AS _k FROM ({rows}))"
+            sql = (f"SELECT _g, {_bucket(sh)} AS b, count(*) AS c FROM ({mag}) WHERE {_bucket(pv)} "
                    f"BETWEEN _lo AND _hi GROUP BY ALL ORDER BY _g, b")
         t = self._run(sql)
         return _np(t, "_g"), _np(t, "b"), _np(t, "c")
@@ -401,7 +422,7 @@ class DuckSource:
         return table[which, slot]
 
 
-def _value_range(lo: np.ndarray, hi: np.ndarray, shift: int, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Float bounds holding every value whose raw bucket at ``shift`` lies in [lo, hi] (inclusive, a superset:
     the passes filter exactly after)."""
     rv = core_summary.raw_value

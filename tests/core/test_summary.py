@@ -83,3 +83,50 @@ def test_raw_cells_refine_the_codes() -> None:
     e = r.integers(-1074, 1003, x.size)  # a floor per row: every octave table at once
     codes = FloatCodes(x, np.arange(x.size + 1), e).take(np.arange(x.size), np.arange(x.size))
     assert np.array_equal(summary.true_codes(summary.raw_codes(x, e), e), codes)
+
+
+def random_ladder(r: np.random.Generator):  # noqa: ANN201 - a stand-in for summary.ladder
+    """Shifts per group that do not increase from pass to pass (0 last; 1 to 4 passes; sometimes the octave
+    first for every group), drawn from ``r``, not from the mechanism's generator: the releases must not depend
+    on them."""
+
+    def ladder(n_hat: np.ndarray, K: np.ndarray, epsilon: float) -> np.ndarray:
+        G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
+        mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
+        if m and r.random() < 0.5:
+            mid[:, 0] = summary.RAW_BITS
+        return np.concatenate([mid, np.zeros((G, 1), dtype=np.int64)], axis=1)
+
+    return ladder
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_releases_do_not_depend_on_the_ladder(trial: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any shifts (per group, not increasing pass to pass) give the list route's releases draw for draw: the
+    ladder changes what the passes carry, never what the window reads."""
+    r = np.random.default_rng(500 + trial)
+    lists = _lists(r) + [r.lognormal(0, 1, 3000)]
+    b = Batch.from_lists(lists)
+    eps = float(r.choice([0.1, 1.0, 5.0]))
+    p = float(r.choice([0.5, 0.1, 0.9]))
+    params = Params(epsilon=eps, p=p)
+    want = run_quantile(b, budget_of(get_method("quantile", "scalefree"), params), params, Rng.seeded(trial))
+    monkeypatch.setattr(summary, "ladder", random_ladder(np.random.default_rng(trial)))
+    got = summary.median(summary.BatchSource(b), eps, Rng.seeded(trial), p)
+    assert np.array_equal(got, want, equal_nan=True)
+
+
+def test_ladder_is_bounded_and_refines() -> None:
+    """The default ladder: 0 last, never increasing; at most ~n_hat / W buckets per octave at the second shift
+    and the square root of that per octave or per kept bucket in each pass (bounded fan-out), from the released
+    count only."""
+    K = FloatCodes(np.zeros(0), np.zeros(7, dtype=np.int64), np.full(6, -3)).K
+    n_hat = np.array([-5.0, 0.0, 60.0, 1e3, 1e7, 1e12])
+    s = summary.ladder(n_hat, K, 0.9)
+    assert s.shape == (6, 3) and np.all(s[:, -1] == 0) and np.all(np.diff(s, axis=1) <= 0)
+    assert np.all(s[:, 0] <= summary.RAW_BITS)
+    W = summary.window_reach(K, 0.9)
+    per_octave = 2.0 ** (summary.RAW_BITS - s[:, 1])
+    assert np.all(per_octave <= np.maximum(2.0 * n_hat / W, 1.0))
+    assert np.all(2.0 ** (summary.RAW_BITS - s[:, 0]) <= np.sqrt(2.0 * per_octave))
+    assert np.all(2.0 ** (s[:, 0] - s[:, 1]) <= np.sqrt(2.0 * per_octave))
