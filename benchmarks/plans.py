@@ -5,9 +5,10 @@ lognormal(0, 1) in a DuckDB table, G groups.  ``python benchmarks/plans.py --row
 writes benchmarks/results/plans.md (``--out``).  ``--reps k``: the fastest of k runs per cell (timings on a shared
 2-core machine are noisy); the ratio is to quantile_cont of the same rows and groups.  ``--profile ROWS GROUPS``:
 instead, the summary route's time per pass (one run) and the gap pass's sort key alternatives on the same table.
-``--ladder-ab ROWS GROUPS``: the bucket passes' shifts, the per-group ladder (core.summary.ladder, three passes) vs
-the fixed 36, 24, 12, 0 of before, alternating in one process on one table (``--reps`` pairs): total time, all
-bucket passes' time and the large class's passes one by one.
+``--ladder-ab ROWS GROUPS``: the window's passes three ways, alternating in one process on one table (``--reps``
+rounds): the fixed shifts 36, 24, 12, 0 of before, the per-group ladder (core.summary.ladder) with the first bucket
+pass on its own, and with the first bucket histogram counted in the gap pass's scan (the default): total time, the
+gap and bucket passes' time, and the large class's gap and bucket passes one by one.
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ def profile(rows: int, groups: int) -> None:
 
 
 def ladder_ab(rows: int, groups: int, reps: int) -> None:
-    """The bucket passes under core.summary.ladder vs the fixed ladder 36, 24, 12, 0, alternating on one table."""
+    """The window's passes three ways, alternating on one table: the fixed ladder 36, 24, 12, 0 (before
+    f492a30), the per-group ladder with the first bucket pass a pass of its own (f492a30), and with it counted
+    in the gap pass's scan (DuckSource.FUSE_FIRST)."""
     import duckdb
     import numpy as np
 
@@ -118,20 +121,17 @@ def ladder_ab(rows: int, groups: int, reps: int) -> None:
     sel, grp = ("g, ", " GROUP BY g") if groups > 1 else ("", "")
     fetch, per_group = plans._fetch, summary.ladder
 
-    def fixed(n_hat, K, epsilon):  # noqa: ANN001, ANN202
+    def fixed(n_hat, epsilon):  # noqa: ANN001, ANN202
         return np.tile(np.array([36, 24, 12, 0], dtype=np.int64), (np.asarray(n_hat).size, 1))
 
-    print(f"| ladder ({rows:.0e} rows, {groups} groups) | total s | bucket passes s | per bucket pass s |\n"
-          "|---|---|---|---|")
+    variants = (("fixed 36, 24, 12, 0", fixed, False), ("per group, first pass of its own", per_group, False),
+                ("per group, first counted in the gap pass", per_group, True))
+    print(f"| plan ({rows:.0e} rows, {groups} groups) | total s | gap + bucket passes s | large class: gap / "
+          "bucket passes s |\n|---|---|---|---|")
     try:
         for _ in range(reps):
-            for name, lad in (("fixed 36, 24, 12, 0", fixed), ("per group (ladder)", per_group)):
-                log, width = [], []
-
-                def shifts(n_hat, K, epsilon, lad=lad, width=width):  # noqa: ANN001, ANN202
-                    out = lad(n_hat, K, epsilon)
-                    width.append(out.shape[1])
-                    return out
+            for name, lad, fuse in variants:
+                log = []
 
                 def timed(c, sql, params=None, log=log):  # noqa: ANN001, ANN202
                     t0 = time.perf_counter()
@@ -139,16 +139,18 @@ def ladder_ab(rows: int, groups: int, reps: int) -> None:
                     log.append((time.perf_counter() - t0, sql))
                     return out
 
-                plans._fetch, summary.ladder = timed, shifts
+                plans._fetch, summary.ladder, plans.DuckSource.FUSE_FIRST = timed, lad, fuse
                 t0 = time.perf_counter()
                 plans.run(con, f"SELECT {sel}dp_median(x, epsilon := 1) FROM t{grp}")
                 total = time.perf_counter() - t0
-                plans._fetch, summary.ladder = fetch, per_group
-                b = [d for d, sql in log if "_pe" in sql and "_tie" not in sql and "count_if" not in sql]
-                big = b[-width[-1]:]  # the large class's passes
-                print(f"| {name} | {total:.2f} | {sum(b):.2f} | {' / '.join(f'{d:.2f}' for d in big)} |", flush=True)
+                plans._fetch, summary.ladder, plans.DuckSource.FUSE_FIRST = fetch, per_group, True
+                kinds = [("gap" if "_tie" in sql else "bucket" if "_pe" in sql else "other", d) for d, sql in log]
+                last_gap = max(i for i, (kd, _) in enumerate(kinds) if kd == "gap")
+                big = [d for kd, d in kinds[last_gap:] if kd in ("gap", "bucket")]
+                both = sum(d for kd, d in kinds if kd in ("gap", "bucket"))
+                print(f"| {name} | {total:.2f} | {both:.2f} | {' / '.join(f'{d:.2f}' for d in big)} |", flush=True)
     finally:
-        plans._fetch, summary.ladder = fetch, per_group
+        plans._fetch, summary.ladder, plans.DuckSource.FUSE_FIRST = fetch, per_group, True
 
 
 def main() -> None:

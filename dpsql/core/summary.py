@@ -23,9 +23,9 @@ matching draws differ, item 2):
    :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset from
    the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign * (mag >> s)``:
    buckets are disjoint runs of consecutive codes, ordered as the codes, and each shift's buckets refine the previous
-   shift's.  Three passes per group, at two shifts from :func:`ladder` (a function of the released count, the released
-   floor and epsilon only: about ``n_hat / W`` buckets per octave at the second, so the number of buckets per group
-   stays bounded) and at 0; the first counts every row per bucket, the others the rows inside the previous pass's
+   shift's.  Three passes per group, at two shifts from :func:`ladder` (a function of the released count and epsilon
+   only: about ``n_hat / W`` buckets per octave at the second, so the number of buckets per group stays bounded)
+   and at 0; the first counts every row per bucket, the others the rows inside the previous pass's
    range; the range kept is from the bucket before the one holding rank ``floor(t) - W`` to the one holding rank
    ``ceil(t) + W`` (the window of :func:`~dpsql.core.primitives.rank_em`, W its reach).  The last pass (shift 0) is
    the codes themselves with multiplicities: every row whose code can move the loss inside the window (codes from
@@ -43,10 +43,11 @@ matching draws differ, item 2):
    proposed with probability below 2**-12 per group); after an accepted one the eager rounds draw more.
 
 Passes per class of groups: gap histogram, three bucket histograms, tail counts (fixed; the classes present are
-a function of the released counts).  Fan-out: the first pass returns at most ``2**ceil(b / 2)`` buckets per octave
-the data fill, the second as many per kept bucket of the first (``2**b ~ n_hat / W``), the last pass the distinct
-codes of a few W rows around each group's window (ties come back as one row with a count).  Cost: that of
-scalefree's median, charged by the same calls.
+a function of the released counts; a source may count the first bucket histogram in the gap pass's scan, its
+shifts being chosen before the floor, :meth:`Source.gap_histogram`).  Fan-out: the first bucket histogram has at
+most ``2**ceil(b / 2)`` buckets per octave the data fill, the second as many per kept bucket of the first (``2**b
+~ n_hat / W``), the last pass the distinct codes of a few W rows around each group's window (ties come back as
+one row with a count).  Cost: that of scalefree's median, charged by the same calls.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
 from .scalefree import (
     CENTRE_TOP,
+    E_MIN,
     E_TOP,
     M_BITS,
     NULL_BELOW,
@@ -82,7 +84,8 @@ from .scalefree import (
 )
 from .spending import charge_pure
 
-__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "ladder", "GAP_LO", "GAP_HI"]
+__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "ladder", "first_buckets", "GAP_LO",
+           "GAP_HI"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -94,10 +97,13 @@ class Source(Protocol):
     def sizes(self) -> np.ndarray:
         """Exact row count per group (NULL and NaN dropped), int64."""
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For the groups ``groups`` (ascending): a uniformly random maximal matching of each group's rows,
         and the histogram of ``clip(ceil_log2 |a - b|, GAP_LO, GAP_HI)`` over its pairs, as (index into
-        ``groups``, exponent, count)."""
+        ``groups``, exponent, count).  ``first`` (one shift per group): the shift of the first bucket pass to
+        come (prev None); a source may count its rows in this pass's scan already, by sign, floor exponent
+        and top mantissa bits, which need no floor (:func:`first_buckets` maps them once it is released)."""
 
     def bucket_histogram(self, groups: np.ndarray, e: np.ndarray, shift: np.ndarray, prev: np.ndarray | None,
                          lo: np.ndarray | None, hi: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,6 +122,8 @@ class Source(Protocol):
 
 
 RAW_BITS = 36  # mantissa bits of the raw codes (scalefree's M_BITS; every measure's cells are unions of these)
+#: the floor exponent :func:`first_buckets` takes for x = 0 (below every other: its raw code is 0)
+ZERO_EXPONENT = -(1 << 20)
 
 
 def raw_codes(values: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -149,6 +157,21 @@ def true_codes(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
     rel = np.asarray(rel, dtype=np.int64)
     e = np.broadcast_to(np.asarray(e, dtype=np.int64), rel.shape)
     return _codes_per_row(raw_value(rel, e), e) if rel.size else rel.copy()
+
+
+def first_buckets(neg: np.ndarray, ex: np.ndarray, m: np.ndarray, e: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """The raw bucket at shift ``RAW_BITS - bits`` of a value given without its floor: its sign, ``ex =
+    floor(log2 |x|)`` (:data:`ZERO_EXPONENT` for 0) and ``m``, the top ``bits`` bits of its mantissa (``|x| =
+    2**ex (1 + f)``, ``m = floor(f 2**bits)``), for the floor ``e``.  At or above ``2**e`` the raw magnitude is
+    ``(ex + 1 - e) 2**RAW_BITS + floor(f 2**RAW_BITS)``, so the bucket is ``((ex + 1 - e) << bits) + m``; below,
+    it is ``floor(|x| 2**(RAW_BITS - e)) >> (RAW_BITS - bits) = floor((1 + f) 2**(bits - (e - ex)))`` ``= (2**bits
+    + m) >> (e - ex)`` (floors of floors by powers of two): exact, as :func:`raw_codes` then :func:`bucket_of`."""
+    ex, m = np.asarray(ex, dtype=np.int64), np.asarray(m, dtype=np.int64)
+    e, bits = np.asarray(e, dtype=np.int64), np.asarray(bits, dtype=np.int64)
+    above = ((ex + 1 - e) << bits) + m
+    below = ((np.int64(1) << bits) + m) >> np.clip(e - ex, 0, 62)
+    mag = np.where(ex >= e, above, np.where(ex == ZERO_EXPONENT, 0, below))
+    return np.where(np.asarray(neg, dtype=bool), -mag, mag)
 
 
 def bucket_of(rel: np.ndarray, shift: int | np.ndarray) -> np.ndarray:
@@ -206,7 +229,8 @@ class BatchSource:
         key, c = np.unique(np.stack([g, k]), axis=1, return_counts=True)
         return key[0], key[1], c.astype(np.int64)
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a, b, pg = random_pairs(self._sub(groups), rng)
         return self._count(pg, np.clip(ceil_log2(np.abs(a - b)), GAP_LO, GAP_HI))
 
@@ -288,26 +312,33 @@ def bucket_ends(b: np.ndarray, shift: int | np.ndarray) -> tuple[np.ndarray, np.
             np.where(b >= 0, (b << shift) + one - 1, -((-b) << shift)))
 
 
-def ladder(n_hat: np.ndarray, K: np.ndarray, epsilon: float) -> np.ndarray:
+#: the largest code range K of the log-uniform codes over every floor (public): :func:`ladder` is chosen before the
+#: floor is released
+K_BOUND = int(FloatCodes(np.zeros(0), np.zeros(E_TOP - E_MIN + 1, dtype=np.int64), np.arange(E_MIN, E_TOP)).K.max())
+
+
+def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
     """The bucket shifts of the three window passes per group, coarse to fine, shape (G, 3): ``RAW_BITS -
     ceil(b / 2)`` over every row, ``RAW_BITS - b`` inside the first pass's kept range, then the codes (0),
-    with ``2**b`` buckets per octave at about ``n_hat / W`` (W = :func:`~dpsql.core.primitives.window_reach`,
-    the window's reach: the window spans about 2 W ranks).  A bucket of the second pass then holds about W / 4
-    rows where the data are densest (a quarter of the rows in one octave), so the code pass gets a few W rows
-    per group, and every pass has at most ``2**ceil(b / 2)`` buckets per octave (first pass) or per kept bucket
-    (second pass): bounded fan-out at any group size.  (With the fixed ladder 36, 24, 12, 0 of before, the
-    second pass split the kept octaves into 4,096 buckets each: at 10**4 groups of 10**3 rows nearly every
-    row was a bucket of its own, millions of keys; the octave pass of its own cost a scan more.)
+    with ``2**b`` buckets per octave at about ``n_hat / W`` (W = :func:`~dpsql.core.primitives.window_reach`
+    at :data:`K_BOUND`, at least the window's reach: the window spans about 2 W ranks).  A bucket of the
+    second pass then holds about W / 4 rows where the data are densest (a quarter of the rows in one octave),
+    so the code pass gets a few W rows per group, and every pass has at most ``2**ceil(b / 2)`` buckets per
+    octave (first pass) or per kept bucket (second pass): bounded fan-out at any group size.  (With the fixed
+    ladder 36, 24, 12, 0 of before, the second pass split the kept octaves into 4,096 buckets each: at 10**4
+    groups of 10**3 rows nearly every row was a bucket of its own, millions of keys; the octave pass of its
+    own cost a scan more.)
 
-    Privacy: a function of released values and public parameters only: ``n_hat`` is the released count, ``K``
-    the code range of the released floor, ``epsilon`` the mechanism's share; never of the rows, so choosing it
-    is post-processing.  And the law does not depend on the ladder at all: any shifts that do not increase
-    from pass to pass make each pass's buckets refine the previous pass's, and the code pass then holds every
-    row whose code the window can read (module docstring, item 3): the releases are the same draw for draw
-    whatever the ladder (tests/core/test_summary.py and tests/plans/test_plans.py run random ladders).  Only
-    the passes' intermediate sizes, and so their time, change; they were data-dependent before through the
-    kept ranges, and the number of passes stays fixed."""
-    W = window_reach(np.asarray(K), epsilon).astype(np.float64)
+    Privacy: a function of released values and public parameters only: ``n_hat`` is the released count,
+    ``epsilon`` the mechanism's share (at its sensitivity), :data:`K_BOUND` a constant; never of the rows, so
+    choosing it is post-processing (it is chosen before the floor: a source may count the first pass's rows
+    in the gap pass's scan, :meth:`Source.gap_histogram`).  And the law does not depend on the ladder at all:
+    any shifts that do not increase from pass to pass make each pass's buckets refine the previous pass's,
+    and the code pass then holds every row whose code the window can read (module docstring, item 3): the
+    releases are the same draw for draw whatever the ladder (tests/core/test_summary.py and
+    tests/plans/test_plans.py run random ladders).  Only the passes' intermediate sizes, and so their time,
+    change; they were data-dependent before through the kept ranges, and the number of passes stays fixed."""
+    W = float(window_reach(np.array([K_BOUND]), epsilon)[0])
     ratio = np.maximum(np.asarray(n_hat, dtype=np.float64), 1.0) / W
     b = np.clip(np.ceil(np.log2(np.maximum(ratio, 1.0))), 0, RAW_BITS).astype(np.int64)
     return np.stack([RAW_BITS - (b + 1) // 2, RAW_BITS - b, np.zeros(b.size, dtype=np.int64)], axis=1)
@@ -377,10 +408,15 @@ def _raw_at_most(y: np.ndarray, e: np.ndarray) -> np.ndarray:
     return lo
 
 
+def _shifts(n_hat: np.ndarray, p: float, epsilon: float) -> np.ndarray:
+    """:func:`ladder` for the exponential mechanism at ``epsilon`` and sensitivity max(p, 1 - p)."""
+    return ladder(n_hat, epsilon / max(p, 1.0 - p))
+
+
 def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float,
-               rng: Rng, n_hat: np.ndarray) -> np.ndarray:
+               rng: Rng, shifts: np.ndarray) -> np.ndarray:
     """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
-    the bucket passes (shifts per group: :func:`ladder` of the released counts ``n_hat``) and one tail-count
+    the bucket passes (shifts per group and pass, :func:`_shifts` of the released counts) and one tail-count
     pass."""
     G = groups.size
     sens = max(p, 1.0 - p)
@@ -393,7 +429,6 @@ def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p:
     base = np.zeros(G, dtype=np.int64)
     lo = hi = None
     prev = None
-    shifts = ladder(n_hat, K, eps)
     for j in range(shifts.shape[1]):
         shift = shifts[:, j]
         hg, hb, hc = src.bucket_histogram(groups, e, shift, prev, lo, hi)
@@ -447,9 +482,10 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     n_hat = noisy_count_of(n, SPLIT["count"] * epsilon, rng)
     out = np.full(n.size, np.nan)
     for sp, idx in median_classes(n_hat, epsilon):
-        hg, hk, hc = src.gap_histogram(idx, rng)
+        shifts = _shifts(n_hat[idx], p, sp["em"] * epsilon)
+        hg, hk, hc = src.gap_histogram(idx, rng, shifts[:, 0])
         e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng))
-        k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, n_hat[idx])
+        k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, shifts)
         out[idx] = decode(k, e)
     return out
 
@@ -474,10 +510,11 @@ def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
     out = np.full(n.size, np.nan)
     idx = np.flatnonzero(wide & ~null)
     if idx.size:
-        hg, hk, hc = src.gap_histogram(idx, rng)
-        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, SPLIT_TAIL["bound"] * epsilon, rng))
         share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
-        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, n_hat[idx]), e)
+        shifts = _shifts(n_hat[idx], p, share)
+        hg, hk, hc = src.gap_histogram(idx, rng, shifts[:, 0])
+        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, SPLIT_TAIL["bound"] * epsilon, rng))
+        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, shifts), e)
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:
         sub = src.batch(idx)

@@ -14,10 +14,12 @@ Anything else runs as written through the plain macros (``dpsql.install(con)`` m
 The guarded front doors do not use this yet.
 
 Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
-module) a gap-histogram pass over a random matching, three bucket-histogram passes and one tail-count pass,
-whatever the data (the classes present are a function of released counts).  The bucket passes' shifts are
-per group (:func:`dpsql.core.summary.ladder`: functions of the released count and floor and of epsilon, never
-of the rows), passed to DuckDB as a column of the per-group parameters (a literal when all groups share one).
+module) a gap-histogram pass over a random matching, which also counts the rows for the first of the three
+bucket histograms (by sign, floor exponent and top mantissa bits: no floor needed; ``DuckSource.FUSE_FIRST``),
+two more bucket-histogram passes and one tail-count pass, whatever the data (the classes present are a
+function of released counts).  The bucket histograms' shifts are per group (:func:`dpsql.core.summary.ladder`:
+functions of the released count and of epsilon, never of the rows), passed to DuckDB as a column of the
+per-group parameters (a literal when all groups share one).
 
 The matching (cost and proof sketch).  The gap pass gives every row of its groups one 64-bit word from the OS
 CSPRNG (:func:`matching_words`: AES-CTR streams keyed from ``os.urandom``, as many as the groups have rows by
@@ -246,6 +248,8 @@ class DuckSource:
     """:class:`dpsql.core.summary.Source` over one dp call of a plan: native DuckDB passes (module docstring)."""
 
     _ids = itertools.count()
+    #: count the first bucket pass's rows in the gap pass's scan (:meth:`gap_histogram`; False: a pass of its own)
+    FUSE_FIRST = True
 
     def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
                  rng: Rng, rows: np.ndarray | None = None) -> None:
@@ -294,42 +298,83 @@ class DuckSource:
                 self.con.unregister(name)
             self._registered = []
 
-    def _keyed(self, groups: np.ndarray, rng: Rng) -> str:
-        """The rows of ``groups`` (``_g``, ``_x``) with a key each: as many fresh words (:func:`matching_words`)
-        as the groups have rows, joined by position (``POSITIONAL JOIN``: row i of the join's output, in
-        whatever order DuckDB produces it, gets word i)."""
-        src = self._params(groups, {})
+    def _keyed(self, groups: np.ndarray, rng: Rng, cols: dict[str, np.ndarray] | None = None) -> str:
+        """The rows of ``groups`` (``_g``, ``_x`` and the per-group ``cols``) with a key each: as many fresh
+        words (:func:`matching_words`) as the groups have rows, joined by position (``POSITIONAL JOIN``: row i of
+        the join's output, in whatever order DuckDB produces it, gets word i)."""
+        cols = cols or {}
+        src = self._params(groups, cols)
         name = f"_dpsql_plan_keys{next(self._ids)}"
         schema = pa.schema([("_key", pa.uint64())])
         words = matching_words(rng, int(self.rows[groups].sum()))
         self.con.register(name, pa.RecordBatchReader.from_batches(
             schema, (pa.record_batch([pa.array(w)], schema=schema) for w in words)))
         self._registered.append(name)
-        return f"(SELECT p._g AS _g, b._x AS _x FROM {src}) POSITIONAL JOIN {name}"
+        extra = "".join(f", p.{c} AS {c}" for c in cols)
+        return f"(SELECT p._g AS _g, b._x AS _x{extra} FROM {src}) POSITIONAL JOIN {name}"
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each group's rows in the order of their keys (module docstring), consecutive rows paired.  A group
         with two equal keys (probability below ``n**2 2**-65``, whatever the values) voids the pass, which
-        reruns with new keys (rejection: the accepted order is uniform, see the docstring)."""
+        reruns with new keys (rejection: the accepted order is uniform, see the docstring).
+
+        With ``first`` (the first bucket pass's shift per group) the same scan also counts the rows by sign,
+        floor exponent and top ``RAW_BITS - first`` mantissa bits (``GROUPING SETS``: the window's rows, no
+        second scan of the source); :meth:`bucket_histogram` maps them to that pass's buckets once the floor
+        is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own."""
+        self._first = None
+        fuse = first is not None and self.FUSE_FIRST
         while True:
             self._registered = []
-            rows = f"SELECT _g, {_VC} AS v, _key FROM {self._keyed(groups, rng)} WHERE {_VALID}"
+            cols: dict[str, np.ndarray] = {}
+            pb = ""
+            if fuse:
+                scale = np.ldexp(1.0, core_summary.RAW_BITS - np.asarray(first, dtype=np.int64))
+                if scale.size and np.all(scale == scale[0]):
+                    pb = repr(float(scale[0]))  # a literal when every group has the same bits
+                else:
+                    pb, cols["_pb"] = "_pb", scale
+            carry = "".join(f", {c}" for c in cols)
+            rows = f"SELECT _g, {_VC} AS v, _key{carry} FROM {self._keyed(groups, rng, cols)} WHERE {_VALID}"
             k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
                  f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
             pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
-                     f"_key = lag(_key) OVER w AS _tie, _key IS NULL AS _nokey FROM ({rows}) "
-                     f"WINDOW w AS (PARTITION BY _g ORDER BY _key)")
-            sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties, "
-                   f"count_if(_nokey) AS nokey FROM (SELECT _g, _gap, _pos, _tie, _nokey, "
-                   f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) WHERE _pos % 2 = 0 OR _tie OR _nokey) "
-                   f"GROUP BY ALL ORDER BY _g, k")
+                     f"_key = lag(_key) OVER w AS _tie, _key IS NULL AS _nokey{', v' + carry if fuse else ''} "
+                     f"FROM ({rows}) WINDOW w AS (PARTITION BY _g ORDER BY _key)")
+            if not fuse:
+                sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties, "
+                       f"count_if(_nokey) AS nokey FROM (SELECT _g, _gap, _pos, _tie, _nokey, "
+                       f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) WHERE _pos % 2 = 0 OR _tie OR _nokey) "
+                       f"GROUP BY ALL ORDER BY _g, k")
+            else:
+                inner = (f"SELECT *, v < 0 AS _neg, abs(v) AS _a, log2(greatest(abs(v), {_TINY})) AS _l, "
+                         f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs})")
+                ex = (f"SELECT *, CASE WHEN _a = 0 THEN {core_summary.ZERO_EXPONENT} ELSE {_floor_log2('_a', '_l')} "
+                      f"END AS _ex, CASE WHEN _pos % 2 = 0 THEN {k} END AS _k FROM ({inner})")
+                m = (f"SELECT *, CASE WHEN _a = 0 THEN 0 ELSE CAST(floor((_a / pow(2.0, _ex) - 1.0) * {pb}) AS BIGINT) "
+                     f"END AS _m FROM ({ex})")
+                sql = (f"SELECT _g, _k AS k, _neg, _ex, _m, grouping(_neg) AS _gap_set, "
+                       f"count(*) FILTER (WHERE _pos % 2 = 0) AS c, count(*) AS n, count(*) FILTER (WHERE _tie) AS "
+                       f"ties, count(*) FILTER (WHERE _nokey) AS nokey FROM ({m}) "
+                       f"GROUP BY GROUPING SETS ((_g, _k), (_g, _neg, _ex, _m))")
             t = self._run(sql)
             if _np(t, "nokey").any():  # the source had more rows than counted: never a matching without keys
                 raise RuntimeError("summary plans: the source's row count changed between passes")
-            if not _np(t, "ties").any():
+            if _np(t, "ties").any():
+                continue
+            if not fuse:
                 c = _np(t, "c")
                 keep = c > 0
                 return _np(t, "_g")[keep], _np(t, "k")[keep], c[keep]
+            gap_set = _np(t, "_gap_set").astype(bool)
+            gp = t.filter(pa.array(gap_set & (_np(t, "c") > 0)))  # the pairs' rows (odd positions: k NULL, c 0)
+            bk = t.filter(pa.array(~gap_set))
+            hg, hk, hc = _np(gp, "_g"), _np(gp, "k"), _np(gp, "c")
+            order = np.lexsort((hk, hg))
+            self._first = (np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
+                           _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n"))
+            return hg[order], hk[order], hc[order]
 
     def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "") -> str:
         """The valid rows of ``groups``: group ``_g``, floor exponent ``_e``, ``_pe = 2**e`` and the split
@@ -358,6 +403,9 @@ class DuckSource:
     def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
         self._registered = []
         shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), (groups.size,))
+        f = getattr(self, "_first", None)
+        if prev is None and f is not None and np.array_equal(f[0], groups) and np.array_equal(f[1], shift):
+            return self._first_from_gap_pass(e)  # counted in the gap pass's scan: no pass of its own
         if prev is None and np.all(shift == core_summary.RAW_BITS):  # the octave pass: no mantissa needed
             rows = self._rows(groups, e, {})
             b = f"CASE WHEN _a < _pe THEN 0 WHEN _neg THEN -{self._octave()} ELSE {self._octave()} END"
@@ -379,6 +427,20 @@ class DuckSource:
                    f"BETWEEN _lo AND _hi GROUP BY ALL ORDER BY _g, b")
         t = self._run(sql)
         return _np(t, "_g"), _np(t, "b"), _np(t, "c")
+
+    def _first_from_gap_pass(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The first bucket pass's histogram from the gap pass's (sign, floor exponent, mantissa bits) counts,
+        once the floor ``e`` is known (exact, :func:`dpsql.core.summary.first_buckets`)."""
+        _, first, g, neg, ex, m, n = self._first
+        self._first = None
+        b = core_summary.first_buckets(neg, ex, m, e[g], core_summary.RAW_BITS - first[g])
+        if not g.size:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        order = np.lexsort((b, g))
+        g, b, n = g[order], b[order], n[order]
+        start = np.flatnonzero(np.concatenate([[True], (g[1:] != g[:-1]) | (b[1:] != b[:-1])]))
+        return g[start], b[start], np.add.reduceat(n, start).astype(np.int64)
 
     def batch(self, groups: np.ndarray) -> Batch:
         """One pass: the valid rows of ``groups``, cleaned and sorted as the list route's input (the quantile's

@@ -90,7 +90,7 @@ def random_ladder(r: np.random.Generator):  # noqa: ANN201 - a stand-in for summ
     first for every group), drawn from ``r``, not from the mechanism's generator: the releases must not depend
     on them."""
 
-    def ladder(n_hat: np.ndarray, K: np.ndarray, epsilon: float) -> np.ndarray:
+    def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
         G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
         mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
         if m and r.random() < 0.5:
@@ -120,13 +120,32 @@ def test_ladder_is_bounded_and_refines() -> None:
     """The default ladder: 0 last, never increasing; at most ~n_hat / W buckets per octave at the second shift
     and the square root of that per octave or per kept bucket in each pass (bounded fan-out), from the released
     count only."""
-    K = FloatCodes(np.zeros(0), np.zeros(7, dtype=np.int64), np.full(6, -3)).K
+    K = summary.K_BOUND
     n_hat = np.array([-5.0, 0.0, 60.0, 1e3, 1e7, 1e12])
-    s = summary.ladder(n_hat, K, 0.9)
+    s = summary.ladder(n_hat, 0.9)
     assert s.shape == (6, 3) and np.all(s[:, -1] == 0) and np.all(np.diff(s, axis=1) <= 0)
     assert np.all(s[:, 0] <= summary.RAW_BITS)
-    W = summary.window_reach(K, 0.9)
+    W = summary.window_reach(np.array([K]), 0.9)
+    every = np.arange(summary.E_MIN, summary.E_TOP)
+    assert K == FloatCodes(np.zeros(0), np.zeros(every.size + 1, dtype=np.int64), every).K.max()
     per_octave = 2.0 ** (summary.RAW_BITS - s[:, 1])
     assert np.all(per_octave <= np.maximum(2.0 * n_hat / W, 1.0))
     assert np.all(2.0 ** (summary.RAW_BITS - s[:, 0]) <= np.sqrt(2.0 * per_octave))
     assert np.all(2.0 ** (s[:, 0] - s[:, 1]) <= np.sqrt(2.0 * per_octave))
+
+
+def test_first_buckets_are_the_raw_buckets() -> None:
+    """A value's bucket from its sign, floor exponent and top mantissa bits (no floor needed) is its raw code's
+    bucket, for every floor and every number of bits (zeros, subnormals, the clamp at 2**1000)."""
+    r = np.random.default_rng(11)
+    x = np.concatenate([r.choice(EXTREME, 300), r.normal(0, 1, 500), r.lognormal(0, 20, 500), [0.0, -0.0]])
+    x = np.clip(x, -2.0**1000, 2.0**1000)
+    a = np.abs(x)
+    mant, ex2 = np.frexp(a)
+    ex = np.where(a == 0, summary.ZERO_EXPONENT, ex2.astype(np.int64) - 1)
+    for bits in (0, 1, 2, 5, 17, 36):
+        m = np.where(a == 0, 0, np.floor(np.ldexp(2.0 * mant - 1.0, bits)).astype(np.int64))
+        for e0 in (-1074, -1060, -40, -3, 0, 5, 700, 1002):
+            e = np.full(x.size, e0)
+            want = summary.bucket_of(summary.raw_codes(x, e), summary.RAW_BITS - bits)
+            assert np.array_equal(summary.first_buckets(x < 0, ex, m, e, np.full(x.size, bits)), want)

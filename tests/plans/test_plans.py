@@ -53,7 +53,8 @@ class _Replay(summary.BatchSource):
         super().__init__(Batch.from_lists(lists))
         self.lists, self.pos = lists, pos
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         everyone = np.sort(np.concatenate([np.zeros(0, dtype=np.int64), *(self.pos[gi] for gi in groups)]))
         words = np.concatenate([np.zeros(0, dtype=np.uint64), *plans.matching_words(rng, everyone.size)])
         gs, ks = [], []
@@ -112,7 +113,7 @@ def random_ladder(r: np.random.Generator):  # noqa: ANN201 - a stand-in for summ
     """Shifts per group that do not increase from pass to pass (0 last; 1 to 4 passes; sometimes the octave
     first for every group: the octave pass's own SQL), drawn from ``r``, not from the mechanism's generator."""
 
-    def ladder(n_hat: np.ndarray, K: np.ndarray, epsilon: float) -> np.ndarray:
+    def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
         G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
         mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
         if m and r.random() < 0.5:
@@ -128,6 +129,15 @@ def test_same_releases_whatever_the_ladder(trial: int, monkeypatch: pytest.Monke
     ladders, other ones in the SQL run and in the reference, byte for byte."""
     monkeypatch.setattr(summary, "ladder", random_ladder(np.random.default_rng(trial)))
     _replay_case(700 + trial, [0.5, 0.1, 0.9][trial % 3])
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_first_histogram_on_its_own_pass_is_the_same(trial: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first bucket histogram as a pass of its own (DuckSource.FUSE_FIRST off) instead of in the gap pass's
+    scan: the same releases, byte for byte."""
+    monkeypatch.setattr(plans.DuckSource, "FUSE_FIRST", False)
+    monkeypatch.setattr(summary, "ladder", random_ladder(np.random.default_rng(50 + trial)))
+    _replay_case(800 + trial, [0.5, 0.1, 0.9][trial % 3])
 
 
 def test_one_group_with_a_filter_on_the_same_matching() -> None:
@@ -244,4 +254,4 @@ def test_production_route() -> None:
         plans._fetch = fetch
     assert set(got.column("g").to_pylist()) == {"a", None}
     assert all(abs(v - 100) < 0.5 for v in got.column("m").to_pylist())
-    assert len(calls) == 1 + 5  # count, then one class: gaps, three bucket passes, tail counts
+    assert len(calls) == 1 + 4  # count, then one class: gaps (and the first bucket histogram), two bucket passes, tails
