@@ -11,7 +11,7 @@ from dpsql.core.batch import Batch
 from dpsql.core.primitives import ceil_log2
 from dpsql.core.ranges import iqr_lower_bound, random_pairs
 from dpsql.core.registry import budget_of
-from dpsql.core.scalefree import FloatCodes, run_quantile
+from dpsql.core.scalefree import E_MIN, E_TOP, FloatCodes, run_quantile
 from dpsql.noise import Rng
 
 EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, 5e-324, 2.0**-1060]
@@ -126,7 +126,7 @@ def test_ladder_is_bounded_and_refines() -> None:
     assert s.shape == (6, 3) and np.all(s[:, -1] == 0) and np.all(np.diff(s, axis=1) <= 0)
     assert np.all(s[:, 0] <= summary.RAW_BITS)
     W = summary.window_reach(np.array([K]), 0.9)
-    every = np.arange(summary.E_MIN, summary.E_TOP)
+    every = np.arange(E_MIN, E_TOP)
     assert K == FloatCodes(np.zeros(0), np.zeros(every.size + 1, dtype=np.int64), every).K.max()
     per_octave = 2.0 ** (summary.RAW_BITS - s[:, 1])
     assert np.all(per_octave <= np.maximum(2.0 * n_hat / W, 1.0))
