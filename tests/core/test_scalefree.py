@@ -93,8 +93,10 @@ def test_codes_of_many_groups_use_their_own_floor():
 _base = list(np.random.default_rng(5).normal(10.0, 2.0, 200))
 _wide = list(np.random.default_rng(6).normal(1e6, 10.0, 1500))
 _mid = list(np.random.default_rng(7).integers(0, 10, 450).astype(float))
+_skew = list(np.random.default_rng(8).lognormal(0.0, 1.0, 250))
 NEIGHBOURS = {
     "low_class_outlier": (_mid, _mid + [1e300]),
+    "mid_class_outlier": (_skew, _skew + [1e300]),
     "empty_vs_one": ([], [3.0]),
     "wide_route_outlier": (_wide, _wide + [-1e300]),
     "median_added": (_base, _base + [float(np.median(_base))]),
@@ -109,8 +111,8 @@ NEIGHBOURS = {
 def test_privacy_empirical_epsilon(aggregate, p, case):
     """The sensitivity-max(p, 1 - p) claim, the routes on a released count and the monotone radius scan:
     2000 runs a side, empirical eps lower bound <= eps.  The 200-row neighbours take the near / median
-    routes at eps = 1, the 450-row ones (tied integers) the mean's and sum's low range class, the 1500-row ones
-    the wide / range routes."""
+    routes at eps = 1, the 250-row ones (lognormal) dp_mean's mid class (range route or its centre), the 450-row
+    ones (tied integers) the mean's and sum's low range class, the 1500-row ones the wide / range routes."""
     d, d2 = NEIGHBOURS[case]
     eps = 1.0
     params = Params(epsilon=eps, p=p)
@@ -186,10 +188,12 @@ def test_interval_covers_in_the_low_class(aggregate):
 
 
 def test_mean_and_sum_splits_add_up():
-    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW, S.SPLIT_NEAR, S.SPLIT_TAIL,
+    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_MEAN_MID, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW,
+               S.SPLIT_NEAR, S.SPLIT_TAIL,
                S.SPLIT, S.SPLIT_LOW):
         assert abs(sum(sp.values()) - 1.0) < 1e-12, sp
-    assert S.SPLIT_MEAN["count"] == S.SPLIT_MEAN_LOW["count"] == S.SPLIT_SUM["count"] == S.SPLIT_FEW["count"]
+    assert (S.SPLIT_MEAN["count"] == S.SPLIT_MEAN_LOW["count"] == S.SPLIT_MEAN_MID["count"] == S.SPLIT_SUM["count"]
+            == S.SPLIT_FEW["count"])
     assert abs(sum(S.SUM_FEW.values()) - 1.0) < 1e-12
 
 
