@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["empirical_epsilon", "outputs", "clopper_pearson"]
+__all__ = ["empirical_epsilon", "outputs", "clopper_pearson", "random_ladder"]
 
 
 def clopper_pearson(k: np.ndarray, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -163,3 +163,19 @@ def matrix_methods() -> list[tuple[str, str]]:
     from .core.registry import AGGREGATES, methods
 
     return [(a, m) for a in AGGREGATES for m in methods(a)]
+
+
+def random_ladder(r: np.random.Generator) -> Callable[[np.ndarray, float], np.ndarray]:
+    """A stand-in for :func:`dpsql.core.summary.ladder` in tests: shifts per group that do not increase from pass
+    to pass (0 last; 1 to 4 passes; sometimes the octave first for every group, the octave pass's own SQL), drawn
+    from ``r``, not from the mechanism's generator: the releases must not depend on them."""
+    from .core import summary
+
+    def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
+        G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
+        mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
+        if m and r.random() < 0.5:
+            mid[:, 0] = summary.RAW_BITS
+        return np.concatenate([mid, np.zeros((G, 1), dtype=np.int64)], axis=1)
+
+    return ladder

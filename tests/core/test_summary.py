@@ -13,6 +13,7 @@ from dpsql.core.ranges import iqr_lower_bound, random_pairs
 from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import E_MIN, E_TOP, FloatCodes, run_quantile
 from dpsql.noise import Rng
+from dpsql.testing import random_ladder
 
 EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, 5e-324, 2.0**-1060]
 
@@ -83,21 +84,6 @@ def test_raw_cells_refine_the_codes() -> None:
     e = r.integers(-1074, 1003, x.size)  # a floor per row: every octave table at once
     codes = FloatCodes(x, np.arange(x.size + 1), e).take(np.arange(x.size), np.arange(x.size))
     assert np.array_equal(summary.true_codes(summary.raw_codes(x, e), e), codes)
-
-
-def random_ladder(r: np.random.Generator):  # noqa: ANN201 - a stand-in for summary.ladder
-    """Shifts per group that do not increase from pass to pass (0 last; 1 to 4 passes; sometimes the octave
-    first for every group), drawn from ``r``, not from the mechanism's generator: the releases must not depend
-    on them."""
-
-    def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
-        G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
-        mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
-        if m and r.random() < 0.5:
-            mid[:, 0] = summary.RAW_BITS
-        return np.concatenate([mid, np.zeros((G, 1), dtype=np.int64)], axis=1)
-
-    return ladder
 
 
 @pytest.mark.parametrize("trial", range(20))

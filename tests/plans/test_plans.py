@@ -18,6 +18,7 @@ from dpsql.core.primitives import ceil_log2
 from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import run_quantile
 from dpsql.noise import Rng
+from dpsql.testing import random_ladder
 
 EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, np.nan, 5e-324, 2.0**-1060, 9.3e18]
 
@@ -107,20 +108,6 @@ def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None
 def test_quantile_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
     """p != 1/2: wide groups through the passes, near groups through the rows pass, byte for byte."""
     _replay_case(100 + trial, [0.01, 0.1, 0.25, 0.75, 0.9, 0.999][trial % 6])
-
-
-def random_ladder(r: np.random.Generator):  # noqa: ANN201 - a stand-in for summary.ladder
-    """Shifts per group that do not increase from pass to pass (0 last; 1 to 4 passes; sometimes the octave
-    first for every group: the octave pass's own SQL), drawn from ``r``, not from the mechanism's generator."""
-
-    def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
-        G, m = np.asarray(n_hat).size, int(r.integers(0, 4))
-        mid = -np.sort(-r.integers(0, summary.RAW_BITS + 1, (G, m)), axis=1)
-        if m and r.random() < 0.5:
-            mid[:, 0] = summary.RAW_BITS
-        return np.concatenate([mid, np.zeros((G, 1), dtype=np.int64)], axis=1)
-
-    return ladder
 
 
 @pytest.mark.parametrize("trial", range(12))
