@@ -488,18 +488,17 @@ def interval_iqr(batch: Batch, budget: Privacy, params: Params, rng: Rng
 # --------------------------------------------------------------------------- mean and sum (study R2)
 
 #: mean: count, floor, then either (centre, radius, centred clipped sum) or, when ``n_hat eps <
-#: MEAN_ROUTE``, the median on the log-uniform codes with the same 0.9 eps
+#: MID_FROM``, the median on the log-uniform codes with the same 0.9 eps
 SPLIT_MEAN = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}
 SPLIT_SUM = {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.25, "sum": 0.50}
-#: the range route from ``n_hat eps = SUM_ROUTE`` (dp_sum) or MID_FROM (dp_mean, the "mid" class below
-#: MEAN_ROUTE); below, the small-count route
-SUM_ROUTE = 300.0
+#: the range route's "low" class, ``MEAN_ROUTE <= n_hat eps < LOW_UNTIL`` (dp_mean and dp_sum): the floor, the
+#: centre and the radius take larger shares there, or they fail to find data far from 0 (at n eps = 300 with
+#: the high class's shares: 7-8 % of runs on N(1e6, 10) off by up to 1e297 IQR, measured).  Below MEAN_ROUTE:
+#: dp_sum's small-count route; dp_mean's mid class from MID_FROM, its small-count route below
 MEAN_ROUTE = 300.0
-#: the range route's "low" class, ``MEAN_ROUTE <= n_hat eps < LOW_UNTIL``: the floor, the centre and the
-#: radius take larger shares there, or they fail to find data far from 0 (at n eps = 300 with the high
-#: class's shares: 7-8 % of runs on N(1e6, 10) off by up to 1e297 IQR, measured)
 LOW_UNTIL = 700.0
 SPLIT_MEAN_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.20, "sum": 0.25}
+SPLIT_SUM_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.15, "sum": 0.30}
 #: dp_mean's "mid" class, ``MID_FROM <= n_hat eps < MEAN_ROUTE``: the range route with the centre at 0.45, which
 #: releases its centre (a median, as the small-count route would) where the clipped sum's noise scale
 #: ``half / (eps_sum n_hat)`` exceeds FALLBACK times the floor ``2**e`` (a lower bound on the IQR): there the
@@ -511,10 +510,10 @@ SPLIT_MEAN_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.20, 
 MID_FROM = 200.0
 SPLIT_MEAN_MID = {"count": 0.05, "bound": 0.15, "centre": 0.45, "radius": 0.20, "sum": 0.15}
 FALLBACK = 3.0
-SPLIT_SUM_LOW = {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.15, "sum": 0.30}
-#: the small-count route (``n_hat eps < MEAN_ROUTE``): the floor takes 0.10 (at 0.05, n eps_floor ~ 15 let
-#: it overshoot the data's spread by tens of octaves in ~1 of 1,000 runs: a median far from 0 coded into one
-#: cell, released as 0.0 for N(1e6, 10)); the median, or for dp_sum the median and a second count, the rest
+#: the small-count route (``n_hat eps <`` MID_FROM for dp_mean, MEAN_ROUTE for dp_sum): the floor takes 0.10
+#: (at 0.05, n eps_floor ~ 15 let it overshoot the data's spread by tens of octaves in ~1 of 1,000 runs: a
+#: median far from 0 coded into one cell, released as 0.0 for N(1e6, 10)); the median, or for dp_sum the median
+#: and a second count, the rest
 SPLIT_FEW = {"count": 0.05, "bound": 0.10, "median": 0.85}
 SUM_FEW = {"median": 0.72, "count": 0.28}  # of the 0.9 eps left on dp_sum's small-count route
 OUTSIDE = 2.0  # the radius scan stops once about OUTSIDE / eps_scan rows lie outside
@@ -585,18 +584,17 @@ def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
             ) -> tuple[Batch, np.ndarray, list[tuple[str, np.ndarray, dict[str, float]]]]:
     """The first steps of dp_mean and dp_sum: the sorted (bounded) batch, the noisy count (``count eps``) and
     the groups of each route decided by the released count, with their splits: ``few`` (``NULL_BELOW <=
-    n_hat eps <`` MID_FROM for dp_mean, SUM_ROUTE for dp_sum), ``mid`` (dp_mean only, below MEAN_ROUTE),
+    n_hat eps <`` MID_FROM for dp_mean, MEAN_ROUTE for dp_sum), ``mid`` (dp_mean only, below MEAN_ROUTE),
     ``low`` (``< LOW_UNTIL``) and ``high``; the rest answer NULL.  A route's split is a function of released
     values: adaptive sequential composition, each group spends eps."""
     s = _bounded(batch, params).sorted()
     sp, sp_low = (SPLIT_MEAN, SPLIT_MEAN_LOW) if kind == "mean" else (SPLIT_SUM, SPLIT_SUM_LOW)
     n = noisy_count(s, sp["count"] * eps, rng)
     ne = n * eps
-    route = MEAN_ROUTE if kind == "mean" else SUM_ROUTE
-    mid_from = MID_FROM if kind == "mean" else route
+    mid_from = MID_FROM if kind == "mean" else MEAN_ROUTE  # dp_sum has no mid class
     few = (ne >= NULL_BELOW["median" if kind == "mean" else "sum"]) & (ne < mid_from)
-    mid = (ne >= mid_from) & (ne < route)
-    low = (ne >= route) & (ne < LOW_UNTIL)
+    mid = (ne >= mid_from) & (ne < MEAN_ROUTE)
+    low = (ne >= MEAN_ROUTE) & (ne < LOW_UNTIL)
     return s, n, [("few", np.flatnonzero(few), SPLIT_FEW), ("mid", np.flatnonzero(mid), SPLIT_MEAN_MID),
                   ("low", np.flatnonzero(low), sp_low), ("high", np.flatnonzero(ne >= LOW_UNTIL), sp)]
 
@@ -661,12 +659,12 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
         else:
             sens = np.maximum(np.abs(l), np.abs(r))
         total = release_sum(x, sub.offsets, sens, sp["sum"] * eps, rng)
+        fall = np.zeros(idx.size, dtype=bool)  # the mid class's fallback: the centre, where the mean's noise
+        if route == "mid":  # dwarfs the data's spread (dp_mean only: dp_sum has no mid class)
+            with np.errstate(over="ignore"):
+                fall = half / (sp["sum"] * eps * np.maximum(n[idx], 1.0)) > FALLBACK * np.ldexp(1.0, e)
         if kind == "mean":
-            out[idx] = np.clip(c + total / np.maximum(n[idx], 1.0), l, r)
-            if route == "mid":  # the fallback: the centre where the mean's noise dwarfs the data's spread
-                with np.errstate(over="ignore"):
-                    fall = half / (sp["sum"] * eps * np.maximum(n[idx], 1.0)) > FALLBACK * np.ldexp(1.0, e)
-                out[idx] = np.where(fall, _clip_out(med, params), out[idx])
+            out[idx] = np.where(fall, _clip_out(med, params), np.clip(c + total / np.maximum(n[idx], 1.0), l, r))
         else:
             out[idx] = total
         if level is not None:
@@ -679,7 +677,8 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
             # each clipped row lies at most max|x - c| - radius beyond the range: the cap estimates max|x - c|
             # (heavy tails: Pareto 1.5's largest rows lie many half-widths out), at least one more half-width
             allowance = BIAS_ROWS * rows * np.maximum(half, cap - half)
-            unknown = cut & ((n[idx] * eps_cap < CAP_FINITE) | (half <= 0.0))
+            # no finite bound: a cut at small n_hat eps_cap, or the fallback (a median bounds no mean)
+            unknown = (cut & ((n[idx] * eps_cap < CAP_FINITE) | (half <= 0.0))) | fall
             with np.errstate(over="ignore", invalid="ignore"):
                 if kind == "mean":
                     a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
@@ -687,8 +686,6 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
                     hi[idx] = c + np.minimum(b, half) + allowance / n_lo
                 else:
                     lo[idx], hi[idx] = total - w - allowance, total + w + allowance
-                if kind == "mean" and route == "mid":  # the fallback released a median: no bound on the mean
-                    unknown = unknown | fall
                 lo[idx], hi[idx] = np.where(unknown, -np.inf, lo[idx]), np.where(unknown, np.inf, hi[idx])
     if kind == "mean":  # NULL without a row; the exact mean of the clamped data lies within the public bounds
         out = np.where(n >= 1.0, out, np.nan)
@@ -728,7 +725,7 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     released count: the floor, the range (centre + radius, :func:`_range`) and the clipped sum (values clipped
     to the released [l, r] move the sum by at most max(|l|, |r|) per added or removed row) at
     ``SPLIT_SUM_LOW`` (0.20 / 0.30 / 0.15 / 0.30) below LOW_UNTIL and ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
-    0.50) above; or, when ``n_hat eps < SUM_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
+    0.50) above; or, when ``n_hat eps < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
     0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values."""
     return _mean_sum(batch, budget, params, rng, None, "sum")[0]
