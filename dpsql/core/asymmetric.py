@@ -60,11 +60,11 @@ import math
 
 import numpy as np
 
-from ..noise import Rng, discrete_laplace, failures_before_success
+from ..noise import Rng, failures_before_success
 from .accounting import Privacy
 from .batch import Batch
 from .helpers import B_MIN, bounded
-from .intervals import dlap_quantile
+from .intervals import dlap_quantile, tail_shells
 from .primitives import WIDE, fixed_point_grid, need_wide, noisy_count, per_row, pow2_floor, release_sum
 from .ranges import mean_range, radius
 from .registry import Method, Params
@@ -637,23 +637,9 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
     R = np.minimum(R, 2.0**500)
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(s.values - per_row(c, s.offsets))
-    starts = s.offsets[:-1]
-    nz = s.sizes > 0
-
-    def beyond(r: np.ndarray) -> np.ndarray:
-        """#{|x - c| > r} per group."""
-        out = np.zeros(G, dtype=np.int64)
-        if s.values.size:
-            out[nz] = np.add.reduceat((d > per_row(r, s.offsets)).astype(np.int64), starts[nz])
-        return out
-
-    # disjoint shells (R, inf), (R / VAR_IN[0], R], (R / VAR_IN[1], R / VAR_IN[0]], ...: a row lies in one shell
-    # at most, so the vector of counts has L1 sensitivity 1 and costs eps_t whatever its length
+    # disjoint shells (R, inf), (R / VAR_IN[0], R], (R / VAR_IN[1], R / VAR_IN[0]], ...: one charge of eps_t
     eps_t = sp["tail"] * eps
-    charge_pure(eps_t, "dp_var_ci tail shells (disjoint counts)")
-    exact = [beyond(R)] + [beyond(R / r) for r in VAR_IN]
-    shells = [exact[0]] + [exact[j + 1] - exact[j] for j in range(len(VAR_IN))]
-    noisy = [(h + discrete_laplace(1.0 / eps_t, rng, G)).astype(np.float64) for h in shells]
+    noisy = tail_shells(s, d, R, VAR_IN, eps_t, rng, "dp_var_ci tail shells (disjoint counts)")
     R2 = R * R
     y = np.square(np.minimum(d, per_row(R, s.offsets)))
     eps_s = sp["squares"] * eps

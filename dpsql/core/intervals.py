@@ -25,6 +25,9 @@ What the probability covers:
   the tail beyond the range thinning fast (a Pareto index above 2.5 from noisy shell counts), and has no
   finite bound otherwise (:func:`~dpsql.core.asymmetric.interval_var`).
 
+Where an interval spends budget on a tail test, the disjoint shell counts come from :func:`tail_shells` (a noisy
+count vector, charged once).
+
 ``lo = -inf`` / ``hi = +inf`` mean "no finite bound": e.g. the mean's small-count route releases a median
 (a location estimate), which carries no interval for the mean.
 """
@@ -33,7 +36,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dlap_quantile", "count_interval", "ratio_interval", "EM_SLACK"]
+from ..noise import Rng, discrete_laplace
+from .batch import Batch
+from .primitives import per_row
+from .spending import charge_pure
+
+__all__ = ["dlap_quantile", "count_interval", "ratio_interval", "tail_shells", "EM_SLACK"]
 
 #: added to ln(2 / alpha) in an endpoint's rank offset: the log of the exponential mechanism's measure
 #: ratio between the ranks on the wrong side and those near the target (measured, benchmarks/intervals.py)
@@ -69,3 +77,27 @@ def ratio_interval(s_lo: np.ndarray, s_hi: np.ndarray, n_lo: np.ndarray, n_hi: n
         lo = np.where(s_lo < 0, s_lo / n_lo, s_lo / n_hi)
         hi = np.where(s_hi > 0, s_hi / n_lo, s_hi / n_hi)
     return lo, hi
+
+
+def tail_shells(s: Batch, d: np.ndarray, R: np.ndarray, ratios: tuple[float, ...], eps_t: float, rng: Rng,
+                what: str) -> list[np.ndarray]:
+    """Noisy counts of the disjoint shells ``d > R``, ``R / ratios[0] < d <= R``, ``R / ratios[1] < d <= R /
+    ratios[0]``, ... per group (float64; ``d`` one distance per row, e.g. ``|x - c|`` for a released centre c,
+    ``R`` one radius per group, ``ratios`` increasing).  A row lies in one shell at most, so the count vector has
+    L1 sensitivity 1 under add/remove and each count's discrete Laplace of scale ``1 / eps_t`` makes the whole
+    vector eps_t-DP, charged once (``what``) whatever its length.  The tail tests of dp_var_ci's upper end and
+    dp_sum_ci read these."""
+    G = s.groups
+    starts = s.offsets[:-1]
+    nz = s.sizes > 0
+
+    def beyond(r: np.ndarray) -> np.ndarray:
+        out = np.zeros(G, dtype=np.int64)
+        if s.values.size:
+            out[nz] = np.add.reduceat((d > per_row(r, s.offsets)).astype(np.int64), starts[nz])
+        return out
+
+    charge_pure(eps_t, what)
+    exact = [beyond(R)] + [beyond(R / r) for r in ratios]
+    shells = [exact[0]] + [exact[j + 1] - exact[j] for j in range(len(ratios))]
+    return [(h + discrete_laplace(1.0 / eps_t, rng, G)).astype(np.float64) for h in shells]
