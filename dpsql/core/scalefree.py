@@ -53,13 +53,14 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .batch import DOMAIN, Batch
-from .helpers import B_MIN
+from .helpers import B_MIN, amplified, subsample
 from .helpers import bounded as _bounded
 from .helpers import intersect as _intersect
 from .intervals import EM_SLACK, dlap_quantile, ratio_interval
 from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_floor, rank_em, release_sum
 from .ranges import iqr_lower_bound, radius
 from .registry import Method, Params
+from .spending import subsampled
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT", "centre", "floor_exponent",
            "near_exponent", "octave_table", "quantile_ci"]
@@ -284,9 +285,58 @@ def floor_exponent_of(b: np.ndarray) -> np.ndarray:
     return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
 
 
-def floor_exponent(s: Batch, epsilon: float, rng: Rng) -> np.ndarray:
-    """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP), clamped to the float range."""
-    return floor_exponent_of(iqr_lower_bound(s, epsilon, rng))
+#: Prototype, off (issue 17): the floor on a Poisson subsample (:func:`floor_rate`, :func:`floor_exponent`).
+#: Off, every release is byte for byte what it was; on, the list route and the summary route (whose gap pass
+#: still reads every row) no longer agree draw for draw.
+FLOOR_SAMPLE = False
+#: rows the subsample keeps in expectation (up to twice as many: rates are rounded up to powers of two)
+FLOOR_KEEP = 2.0**14
+#: the rate never goes below the one at which the subsample's mechanism runs at this epsilon (its noise is then
+#: already far below the subsample's own spread: a lower rate would only add sampling error)
+EPS_SUB_MAX = 2.5
+
+
+def floor_rate(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
+    """The floor's Poisson rate per group, a power of two in (0, 1]: the smallest ``2**-k`` at least
+    ``max(FLOOR_KEEP / n_hat, eta_min)``, where ``amplified(epsilon, eta_min) = EPS_SUB_MAX``; 1 where
+    ``n_hat <= FLOOR_KEEP`` (or not positive).  A function of the released count and public epsilon only."""
+    n_hat = np.asarray(n_hat, dtype=np.float64)
+    eta_min = 1.0 if epsilon >= EPS_SUB_MAX else math.expm1(epsilon) / math.expm1(EPS_SUB_MAX)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(n_hat > FLOOR_KEEP, FLOOR_KEEP / n_hat, 1.0)
+    want = np.minimum(np.maximum(want, eta_min), 1.0)
+    return np.ldexp(1.0, -np.clip(np.floor(-np.log2(want)), 0, 60).astype(np.int64))
+
+
+def floor_exponent(s: Batch, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None) -> np.ndarray:
+    """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP), clamped to the float range.
+
+    With ``FLOOR_SAMPLE`` on and a released count ``n_hat`` per group, the bound of a group is computed on a
+    Poisson subsample of its rows at rate ``eta = floor_rate(n_hat, eps)``, at ``eps' = amplified(eps, eta)``
+    (``ln(1 + (e^eps - 1) / eta)``, at most ~``EPS_SUB_MAX``); groups of equal rate run as one class (the rate-1
+    class is today's mechanism; when every group is in it, today's draws too).  Cost eps per group (pure):
+    the bound is eps'-DP (:func:`~dpsql.core.ranges.iqr_lower_bound`), and Poisson subsampling at rate eta
+    makes an eps'-DP mechanism ``ln(1 + eta (e^eps' - 1))`` = eps-DP under add/remove (the amplification
+    theorem: a row added to a group joins its subsample with probability eta, and then moves the output law
+    by at most e^eps'); the rate is a function of the released count (adaptive composition, as the routes);
+    classes hold disjoint groups (one row is in one group, so in one class).  Floats: the rates are powers of
+    two, so the Bernoulli coins (``2**64 eta`` as a word threshold) are exact; ``amplified`` is rounded once
+    or twice (a relative error of a few ulps in eps', so in the cost).  Running time follows the kept rows'
+    number, Binomial(n, eta): it depends on n, as everything's does, not on the values."""
+    if not FLOOR_SAMPLE or n_hat is None:
+        return floor_exponent_of(iqr_lower_bound(s, epsilon, rng))
+    eta = floor_rate(n_hat, epsilon)
+    out = np.empty(s.groups, dtype=np.int64)
+    for r in np.unique(eta)[::-1]:  # the rate-1 class first
+        idx = np.flatnonzero(eta == r)
+        sub = s if idx.size == s.groups else _groups(s, idx)
+        r = float(r)
+        if r >= 1.0:
+            out[idx] = floor_exponent_of(iqr_lower_bound(sub, epsilon, rng))
+            continue
+        with subsampled(r, "floor"):
+            out[idx] = floor_exponent_of(iqr_lower_bound(subsample(sub, r, rng), amplified(epsilon, r), rng))
+    return out
 
 
 def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np.ndarray | None = None,
@@ -399,7 +449,7 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
             continue
         sub = _groups(s, idx)
         sp = SPLIT_TAIL if route else SPLIT_NEAR
-        ee = floor_exponent(sub, sp["bound"] * epsilon, rng)
+        ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[idx])
         c = None if route else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
         share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
         if not route:
@@ -432,7 +482,7 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
         for sp, idx in median_classes(n_hat, eps):
             sub = _groups(s, idx)
-            e = floor_exponent(sub, sp["bound"] * eps, rng)
+            e = floor_exponent(sub, sp["bound"] * eps, rng, n_hat[idx])
             for a, b in zip(got, quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],
                                              sp["count"] * eps), strict=True):
                 a[idx] = b
@@ -646,7 +696,7 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
         if not idx.size:
             continue
         sub = _groups(s, idx)
-        e = floor_exponent(sub, sp["bound"] * eps, rng)
+        e = floor_exponent(sub, sp["bound"] * eps, rng, n[idx])
         if route == "few":
             out[idx] = _few(sub, n[idx], e, sp, eps, rng, params, kind)
             continue
