@@ -628,7 +628,7 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
 
     sp = SPLIT_VAR_CI
     G = s.groups
-    e = sf.floor_exponent(s, sp["floor"] * eps, rng)
+    e = sf.floor_exponent(s, sp["floor"] * eps, rng, n_hat)
     c = sf.centre(s, e, sp["centre"] * eps, rng)
     eps_r = sp["radius"] * eps
     s0 = np.maximum(np.ldexp(1.0, e) * 2.0**-8, B_MIN)

@@ -517,7 +517,7 @@ def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:
         sub = src.batch(idx)
-        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng)
+        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng, n_hat[idx])
         c = centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
         ee = near_exponent(ee, c)
         out[idx] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon, rng, c, 1, None, n_hat[idx],

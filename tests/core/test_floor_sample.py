@@ -120,3 +120,20 @@ def test_subsampled_floor_spends_what_is_declared(monkeypatch: pytest.MonkeyPatc
         _release(agg, p, [x], eps, 5, level)
     assert "Poisson" in m.describe()
     assert math.isclose(m.spent("pure"), want, rel_tol=1e-9), m.describe()
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_var_interval_with_the_subsampled_floor(monkeypatch: pytest.MonkeyPatch, eps):
+    """dp_var_ci's upper end reads the floor too (after its released count): metered, it spends what it
+    declares."""
+    x = np.random.default_rng(4).lognormal(1.0, 1.0, 3000)
+    params = Params(epsilon=eps, level=0.9)
+    want = budget_of(get_method("var", "asymmetric"), params).epsilon
+    off = np.concatenate(run_interval("var", Batch.from_lists([x]), params, "asymmetric", Rng.seeded(8)))
+    monkeypatch.setattr(S, "FLOOR_SAMPLE", True)
+    monkeypatch.setattr(S, "FLOOR_KEEP", 64.0)
+    with meter() as m:
+        on = np.concatenate(run_interval("var", Batch.from_lists([x]), params, "asymmetric", Rng.seeded(8)))
+    assert "Poisson" in m.describe()
+    assert math.isclose(m.spent("pure"), want, rel_tol=1e-9), m.describe()
+    assert on[:2].tobytes() == off[:2].tobytes()  # the value and the lower end are drawn before the floor
