@@ -6,7 +6,7 @@ is computed only from the method's released values (noisy counts and sums, relea
 and public parameters, so it is post-processing: the ``dp_*_ci`` functions cost exactly what the plain
 functions cost.  Where a method spends part of its budget on the interval (quantiles: two more exponential
 mechanisms for the endpoints; dp_var_ci: a radius, tail-shell counts and a clipped sum of squares for its upper
-end), its docstring says so and the total is still the ``epsilon`` given.
+end; dp_sum_ci: tail-shell counts), its docstring says so and the total is still the ``epsilon`` given.
 
 What the probability covers:
 
@@ -23,7 +23,9 @@ What the probability covers:
   stated in docs/sql-reference.md ("Error bars"); the coverage table there measures it.  dp_var_ci's upper end
   (a sum of squares, where the clipped rows weigh most) allows for them only where a private tail test finds
   the tail beyond the range thinning fast (a Pareto index above 2.5 from noisy shell counts), and has no
-  finite bound otherwise (:func:`~dpsql.core.asymmetric.interval_var`).
+  finite bound otherwise (:func:`~dpsql.core.asymmetric.interval_var`); dp_sum_ci's allowance is the larger of
+  that and a Pareto tail's whose index the same kind of shell counts estimate (no finite bound when the index is
+  at most 1, :func:`~dpsql.core.scalefree.interval_sum`).
 
 Where an interval spends budget on a tail test, the disjoint shell counts come from :func:`tail_shells` (a noisy
 count vector, charged once).

@@ -60,11 +60,27 @@ def test_the_point_release_is_unchanged_by_the_interval_code():
     """Without a level the methods draw exactly what they drew before intervals existed: same seed, same
     outputs through run and through the interval's value on the post-processing methods."""
     x = list(np.random.default_rng(1).lognormal(0, 1, 3000))
-    for agg in ("mean", "sum", "count"):  # (var_ci's release spends less eps than dp_var's: another law)
+    # (var_ci's and sum_ci's releases spend less eps than dp_var's and dp_sum's, their tail tests the rest:
+    # another law; their draws before the release are the same)
+    for agg in ("mean", "sum", "count"):
         a = run(agg, Batch.from_lists([x] * 5), Params(epsilon=1.0), rng=Rng.seeded(11))
         v, lo, hi = run_interval(agg, Batch.from_lists([x] * 5), Params(epsilon=1.0), rng=Rng.seeded(11))
-        np.testing.assert_array_equal(a, v)
+        if agg != "sum":
+            np.testing.assert_array_equal(a, v)
         assert np.all(lo <= v) and np.all(v <= hi)
+
+
+def test_sum_interval_covers_a_pareto_tail():
+    """Pareto 1.5 at n = 1000, eps = 1 (the panel's worst dp_sum_ci cell, 0.88 before the tail test): the clipped
+    rows carry the sum; the shells find the tail heavy (a larger allowance, or no finite bound): >= 0.93 of 200
+    seeded runs cover, and a light tail keeps finite bounds."""
+    x = np.random.default_rng(4).pareto(1.5, 1000) + 1.0
+    v, lo, hi = run_interval("sum", Batch.from_lists([x] * 200), Params(epsilon=1.0, level=0.95), rng=Rng.seeded(5))
+    ok = ~np.isnan(v)
+    assert np.mean((lo[ok] <= x.sum()) & (x.sum() <= hi[ok])) >= 0.93
+    y = np.random.default_rng(6).normal(50.0, 10.0, 2000)
+    _, lo, hi = run_interval("sum", Batch.from_lists([y] * 200), Params(epsilon=1.0, level=0.95), rng=Rng.seeded(7))
+    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= 0.85
 
 
 def test_level_is_checked_before_any_data():
@@ -90,8 +106,9 @@ def test_coverage_on_seeded_runs(aggregate, p):
     assert not np.isnan(v).any()
     assert np.mean((lo <= t_hi) & (hi >= t_lo)) >= 0.9
     # var's upper end is finite only where its tail test (noisy shell counts at 0.2 eps) finds the tail thinning
-    # with an index above 2.5: at n eps = 2000 a normal's tail between 1 and 2 sd sits near that (measured 0.88)
-    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= (0.8 if aggregate == "var" else 1.0)
+    # with an index above 2.5: at n eps = 2000 a normal's tail between 1 and 2 sd sits near that (measured 0.88);
+    # sum's where its index estimate exceeds 1 (a few light-tailed groups' noisy counts look heavy: 0.96)
+    assert np.mean(np.isfinite(lo) & np.isfinite(hi)) >= {"var": 0.8, "sum": 0.9}.get(aggregate, 1.0)
 
 
 def test_small_counts_have_no_finite_bound():
@@ -122,10 +139,12 @@ def test_interval_release_is_private_at_the_extremes(aggregate, p, pair, epsilon
         assert eps <= claim, (part, eps, claim, note)
 
 
-@pytest.mark.parametrize(("aggregate", "p"), [("quantile", 0.5), ("quantile", 0.9), ("iqr", None), ("mean", None)])
+@pytest.mark.parametrize(("aggregate", "p"), [("quantile", 0.5), ("quantile", 0.9), ("iqr", None), ("mean", None),
+                                              ("sum", None)])
 def test_interval_release_is_private_with_many_runs(aggregate, p):
     """2000 runs a side on the neighbours where the quantile endpoints' extra mechanisms matter (a row at
-    the median; a far outlier on the wide route): each part within eps = 1."""
+    the median; a far outlier on the wide route; dp_sum_ci: its tail shells count the outlier): each part within
+    eps = 1."""
     base = list(np.random.default_rng(5).normal(10.0, 2.0, 400))
     for d, d2 in ((base, base + [float(np.median(base))]), (base, base + [1e300])):
         rng = Rng.seeded(zlib.crc32(f"ivm{aggregate}{p}{len(d2)}{d2[-1]}".encode()))

@@ -9,7 +9,14 @@ from dpsql.core import Batch, Params, privacy_cost, run, run_interval
 from dpsql.core import scalefree as S
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.noise import Rng
-from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon, matrix_cell, matrix_params
+from dpsql.testing import (
+    EDGE_PAIRS,
+    EXTREME_NEIGHBOURS,
+    INTERVAL_PARTS,
+    empirical_epsilon,
+    matrix_cell,
+    matrix_params,
+)
 
 
 def _values() -> np.ndarray:
@@ -121,6 +128,25 @@ def test_privacy_empirical_epsilon(aggregate, p, case):
     a = run(aggregate, Batch.from_lists([d] * 2000), params, method="scalefree", rng=rng)
     b = run(aggregate, Batch.from_lists([d2] * 2000), params, method="scalefree", rng=rng)
     assert empirical_epsilon(a, b) <= eps
+
+
+_heavy = list(np.random.default_rng(9).pareto(1.5, 800) + 1.0)
+
+
+@pytest.mark.parametrize("case", ["low_class_outlier", "wide_route_outlier", "heavy_tail_outlier", "heavy_tail_row"])
+def test_sum_interval_privacy_empirical_epsilon(case):
+    """dp_sum_ci spends part of the sum's share on disjoint tail-shell counts (its tail test): the value, both
+    ends and the width, 2000 runs a side on the range routes (low class, wide; a Pareto 1.5 tail with a far row,
+    or one more row just past its largest), each within eps."""
+    d, d2 = {**NEIGHBOURS, "heavy_tail_outlier": (_heavy, _heavy + [1e300]),
+             "heavy_tail_row": (_heavy, _heavy + [2.0 * max(_heavy)])}[case]
+    params = Params(epsilon=1.0, level=0.95)
+    rng = Rng.seeded(zlib.crc32(f"sfci{case}".encode()))
+    a = run_interval("sum", Batch.from_lists([d] * 2000), params, method="scalefree", rng=rng)
+    b = run_interval("sum", Batch.from_lists([d2] * 2000), params, method="scalefree", rng=rng)
+    with np.errstate(invalid="ignore"):
+        for part, f in INTERVAL_PARTS.items():
+            assert empirical_epsilon(f(*a), f(*b)) <= 1.0, part
 
 
 def test_accuracy_far_from_zero():
