@@ -215,7 +215,7 @@ def part_speed(rows: int, reps: int, out: dict) -> None:
             timings.setdefault(f"list route (core) floor_exponent, floor eps 0.05, {'ON' if on else 'OFF'}",
                                []).append(time.perf_counter() - t0)
         S.FLOOR_SAMPLE = False
-    out["speed"] = {"rows": rows, "load": os.getloadavg()[0], "t": {k: [min(v), max(v)] for k, v in timings.items()}}
+    out["speed"] = {"rows": rows, "load": os.getloadavg()[0], "t": [[k, min(v), max(v)] for k, v in timings.items()]}
     print(json.dumps(out["speed"], indent=1), flush=True)
 
 
@@ -270,7 +270,7 @@ def render(out: dict) -> str:
         sp = out["speed"]
         lines += [f"## (3) DuckDB: the gap pass on {sp['rows']:.0e} rows, one group, vs on its Poisson subsample", "",
                   f"Seconds (fastest - slowest of the repetitions), load average {sp['load']:.1f} at the end.", ""]
-        lines += [md_table(["step", "s"], [[k, f"{v[0]:.3f} - {v[1]:.3f}"] for k, v in sp["t"].items()]), ""]
+        lines += [md_table(["step", "s"], [[k, f"{lo:.3f} - {hi:.3f}"] for k, lo, hi in sp["t"]]), ""]
     return "\n".join(lines)
 
 
