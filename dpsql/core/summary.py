@@ -18,7 +18,10 @@ matching draws differ, item 2):
    of the values (:class:`BatchSource` replays the list route's :func:`~dpsql.core.ranges.random_pairs` draw
    for draw; the DuckDB source orders each group by one CSPRNG word per row, joined by position, rejecting
    ties: the same law, other draws -- :mod:`dpsql.plans` has the proof sketch and why a salted native hash is
-   not enough).
+   not enough).  With ``scalefree.FLOOR_SAMPLE`` on, a group whose released count passes ``FLOOR_KEEP`` has
+   its floor on a Poisson subsample (rate from :func:`~dpsql.core.scalefree.floor_rate`, a power of two, a
+   function of n_hat and epsilon): one gap histogram per rate class, in the list route's order, the matching
+   uniform over the kept rows (:func:`_floor`; :class:`BatchSource` replays the list route's coins).
 3. **The exponential mechanism near the target** (``Source.bucket_histogram``, three passes): the codes are
    :class:`~dpsql.core.scalefree.FloatCodes` with the released floor (log-uniform, centre 0); a code's offset from
    the centre is ``rel = sign * mag``, ``mag < 2**(M_BITS + 11)``.  A bucket at shift s is ``sign * (mag >> s)``:
@@ -57,7 +60,9 @@ from typing import Protocol
 import numpy as np
 
 from ..noise import Rng
+from . import scalefree as _sf
 from .batch import Batch
+from .helpers import amplified, subsample
 from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
 from .scalefree import (
@@ -81,7 +86,7 @@ from .scalefree import (
     octave_table,
     quantile_ci,
 )
-from .spending import charge_pure
+from .spending import charge_pure, subsampled
 
 __all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "ladder", "first_buckets", "GAP_LO",
            "GAP_HI"]
@@ -96,13 +101,15 @@ class Source(Protocol):
     def sizes(self) -> np.ndarray:
         """Exact row count per group (NULL and NaN dropped), int64."""
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None, rate: float = 1.0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For the groups ``groups`` (ascending): a uniformly random maximal matching of each group's rows,
-        and the histogram of ``clip(ceil_log2 |a - b|, GAP_LO, GAP_HI)`` over its pairs, as (index into
-        ``groups``, exponent, count).  ``first`` (one shift per group): the shift of the first bucket pass to
-        come (prev None); a source may count its rows in this pass's scan already, by sign, floor exponent
-        and top mantissa bits, which need no floor (:func:`first_buckets` maps them once it is released)."""
+        """For the groups ``groups`` (ascending): a uniformly random maximal matching of each group's rows
+        (with ``rate`` < 1, a power of two: of a Poisson subsample of them, each row kept independently with
+        probability ``rate``, independent of the values), and the histogram of ``clip(ceil_log2 |a - b|,
+        GAP_LO, GAP_HI)`` over its pairs, as (index into ``groups``, exponent, count).  ``first`` (one shift
+        per group): the shift of the first bucket pass to come (prev None); a source may count its rows in
+        this pass's scan already, by sign, floor exponent and top mantissa bits, which need no floor
+        (:func:`first_buckets` maps them once it is released)."""
 
     def bucket_histogram(self, groups: np.ndarray, e: np.ndarray, shift: np.ndarray, prev: np.ndarray | None,
                          lo: np.ndarray | None, hi: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -228,9 +235,10 @@ class BatchSource:
         key, c = np.unique(np.stack([g, k]), axis=1, return_counts=True)
         return key[0], key[1], c.astype(np.int64)
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None, rate: float = 1.0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        a, b, pg = random_pairs(self._sub(groups), rng)
+        sub = self._sub(groups)
+        a, b, pg = random_pairs(sub if rate >= 1.0 else subsample(sub, rate, rng), rng)
         return self._count(pg, np.clip(ceil_log2(np.abs(a - b)), GAP_LO, GAP_HI))
 
     def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
@@ -472,6 +480,30 @@ def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p:
     return out
 
 
+def _floor(src: Source, groups: np.ndarray, n_hat: np.ndarray, epsilon: float, rng: Rng,
+           first: np.ndarray) -> np.ndarray:
+    """The floor exponent of ``groups`` (:func:`~dpsql.core.scalefree.floor_exponent`, eps-DP), from gap
+    histograms: with ``FLOOR_SAMPLE`` on, per rate class of :func:`~dpsql.core.scalefree.floor_rate` (a function
+    of the released count and epsilon), in the list route's order (rate 1 first, then falling rates), each
+    class's histogram on a Poisson subsample at its rate and the SVTs at ``amplified(eps, rate)`` inside
+    ``subsampled(rate)`` (the amplification argument is scalefree's).  ``first`` (the first bucket pass's
+    shifts) goes to the source only when one class holds every group (it may then count that pass's rows in
+    the gap pass's scan, :meth:`Source.gap_histogram`)."""
+    eta = _sf.floor_rate(n_hat, epsilon) if _sf.FLOOR_SAMPLE else np.ones(groups.size)
+    rates = np.unique(eta)[::-1]  # the rate-1 class first
+    out = np.empty(groups.size, dtype=np.int64)
+    for r in rates:
+        at = np.flatnonzero(eta == r)
+        r = float(r)
+        hg, hk, hc = src.gap_histogram(groups[at], rng, first[at] if rates.size == 1 else None, r)
+        if r >= 1.0:
+            out[at] = floor_exponent_of(floor_from_histogram(hg, hk, hc, at.size, epsilon, rng))
+            continue
+        with subsampled(r, "floor"):
+            out[at] = floor_exponent_of(floor_from_histogram(hg, hk, hc, at.size, amplified(epsilon, r), rng))
+    return out
+
+
 def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     """dp_median (= dp_quantile at p = 1/2), scalefree, without bounds: the law of
     :func:`~dpsql.core.scalefree.run_quantile` (module docstring); NaN = NULL.  Cost epsilon (pure)."""
@@ -482,8 +514,7 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     out = np.full(n.size, np.nan)
     for sp, idx in median_classes(n_hat, epsilon):
         shifts = _shifts(n_hat[idx], p, sp["em"] * epsilon)
-        hg, hk, hc = src.gap_histogram(idx, rng, shifts[:, 0])
-        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, sp["bound"] * epsilon, rng))
+        e = _floor(src, idx, n_hat[idx], sp["bound"] * epsilon, rng, shifts[:, 0])
         k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, shifts)
         out[idx] = decode(k, e)
     return out
@@ -511,8 +542,7 @@ def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
     if idx.size:
         share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
         shifts = _shifts(n_hat[idx], p, share)
-        hg, hk, hc = src.gap_histogram(idx, rng, shifts[:, 0])
-        e = floor_exponent_of(floor_from_histogram(hg, hk, hc, idx.size, SPLIT_TAIL["bound"] * epsilon, rng))
+        e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
         out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, shifts), e)
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:

@@ -313,7 +313,7 @@ class DuckSource:
         extra = "".join(f", p.{c} AS {c}" for c in cols)
         return f"(SELECT p._g AS _g, b._x AS _x{extra} FROM {src}) POSITIONAL JOIN {name}"
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None, rate: float = 1.0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each group's rows in the order of their keys (module docstring), consecutive rows paired.  A group
         with two equal keys (probability below ``n**2 2**-65``, whatever the values) voids the pass, which
@@ -323,6 +323,8 @@ class DuckSource:
         floor exponent and top ``RAW_BITS - first`` mantissa bits (``GROUPING SETS``: the window's rows, no
         second scan of the source); :meth:`bucket_histogram` maps them to that pass's buckets once the floor
         is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own."""
+        if rate < 1.0:
+            raise NotImplementedError("summary plans: the floor on a Poisson subsample (FLOOR_SAMPLE)")
         self._first = None
         fuse = first is not None and self.FUSE_FIRST
         while True:

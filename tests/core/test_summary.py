@@ -1,12 +1,13 @@
 """core.summary (issue 17): the median and the other quantiles from summaries have the list route's releases draw for
-draw, and the floor is seed 003's IQR lower bound on the same pairs."""
+draw (the floor on every row, and on a Poisson subsample: FLOOR_SAMPLE on), and the floor is seed 003's IQR lower
+bound on the same pairs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpsql.core import Params, get_method, summary
+from dpsql.core import Params, get_method, scalefree, summary
 from dpsql.core.batch import Batch
 from dpsql.core.primitives import ceil_log2
 from dpsql.core.ranges import iqr_lower_bound, random_pairs
@@ -14,6 +15,18 @@ from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import E_MIN, E_TOP, FloatCodes, run_quantile
 from dpsql.noise import Rng
 from dpsql.testing import random_ladder
+
+
+@pytest.fixture(params=["floor_whole", "floor_sampled"])
+def floor_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both floors: on every row (FLOOR_SAMPLE off) and on a Poisson subsample (on, FLOOR_KEEP = 64, so that
+    groups of a few hundred rows run at rates 1/2 to 1/64)."""
+    on = request.param == "floor_sampled"
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", on)
+    if on:
+        monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
+    return on
+
 
 EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, 5e-324, 2.0**-1060]
 
@@ -29,7 +42,7 @@ def _lists(r: np.random.Generator) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("trial", range(40))
-def test_median_from_summaries_is_the_list_route(trial: int) -> None:
+def test_median_from_summaries_is_the_list_route(trial: int, floor_sample: bool) -> None:
     r = np.random.default_rng(trial)
     b = Batch.from_lists(_lists(r))
     eps = float(r.choice([0.1, 1.0, 5.0]))
@@ -40,7 +53,7 @@ def test_median_from_summaries_is_the_list_route(trial: int) -> None:
 
 
 @pytest.mark.parametrize("trial", range(40))
-def test_quantile_from_summaries_is_the_list_route(trial: int) -> None:
+def test_quantile_from_summaries_is_the_list_route(trial: int, floor_sample: bool) -> None:
     """p != 1/2: the wide groups through the summaries, the near groups through their rows, draw for draw."""
     r = np.random.default_rng(1000 + trial)
     lists = _lists(r)
@@ -87,7 +100,7 @@ def test_raw_cells_refine_the_codes() -> None:
 
 
 @pytest.mark.parametrize("trial", range(20))
-def test_releases_do_not_depend_on_the_ladder(trial: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_releases_do_not_depend_on_the_ladder(trial: int, floor_sample: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any shifts (per group, not increasing pass to pass) give the list route's releases draw for draw: the
     ladder changes what the passes carry, never what the window reads."""
     r = np.random.default_rng(500 + trial)

@@ -54,7 +54,7 @@ class _Replay(summary.BatchSource):
         super().__init__(Batch.from_lists(lists))
         self.lists, self.pos = lists, pos
 
-    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None
+    def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None, rate: float = 1.0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         everyone = np.sort(np.concatenate([np.zeros(0, dtype=np.int64), *(self.pos[gi] for gi in groups)]))
         words = np.concatenate([np.zeros(0, dtype=np.uint64), *plans.matching_words(rng, everyone.size)])
