@@ -14,7 +14,8 @@ Anything else runs as written through the plain macros (``dpsql.install(con)`` m
 The guarded front doors do not use this yet.
 
 Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
-module) a gap-histogram pass over a random matching, which also counts the rows for the first of the three
+module) a gap-histogram pass over a random matching (two per rate class below 1 when the floor is subsampled:
+the coins, then the matching of the kept rows; below), which also counts the rows for the first of the three
 bucket histograms (by sign, floor exponent and top mantissa bits: no floor needed; ``DuckSource.FUSE_FIRST``),
 two more bucket-histogram passes and one tail-count pass, whatever the data (the classes present are a
 function of released counts).  The bucket histograms' shifts are per group (:func:`dpsql.core.summary.ladder`:
@@ -55,6 +56,23 @@ from a child generator seeded by one word of it.
   again; ``hash(rowid + salt)`` is a mixer, not a PRF.)
 * Ties and timing: a rerun happens with probability at most ``sum_g n_g (n_g - 1) 2**-65`` (2.7e-6 at 10**7
   rows), a function of the group sizes only, never of the values; its only trace is one more pass.
+* Subsampled floor (``scalefree.FLOOR_SAMPLE``; :meth:`DuckSource._gap_subsampled`): a group whose released
+  count gives it a rate ``eta = 2**-k < 1`` (:func:`dpsql.core.scalefree.floor_rate`: a function of n_hat and
+  epsilon, so are the classes and the number of passes) has its matching drawn on a Poisson subsample.  Coins:
+  every row gets a fresh CSPRNG word as above and is kept iff the word is below ``2**(64 - k)``: probability
+  exactly eta (a power of two), independently per row, a function of the words alone, never of the values or
+  of the row order's relation to them; the kept rows are fixed from then on (they come back to Python and are
+  the next pass's input).  Matching: the kept rows get fresh words, are ordered by them per group and paired
+  (the argument above, verbatim, over the kept rows: uniform given the subsample); a tie voids this second pass
+  only, so the rejection conditions the order, never the coins (rejecting the coins' pass instead would tilt
+  the subsample's size law by P(no tie | size)).  So the kept set is exactly Poisson(eta) and its matching
+  uniform: the list route's law (:func:`dpsql.core.helpers.subsample` then
+  :func:`~dpsql.core.ranges.random_pairs`), and the amplification argument of
+  :func:`~dpsql.core.scalefree.floor_exponent` holds unchanged (the floor's SVTs at ``amplified(eps, eta)``;
+  cost eps).  Timing: the coin pass scans every row of the class (as the full pass did); the sort and the
+  second pass see Binomial(n, eta) rows, a law fixed by n.  The first bucket histogram, which the rate-1 pass
+  counts over the window's rows, is counted in the coin pass's statement over every valid row (a second scan
+  of the source, no keys, no sort).
 * Cost per pass: a word per row from AES-CTR (~0.06 s per 10**7), a positional join, one window sort of every valid
   row by a UBIGINT (as fast as the sort on a native hash; the two words per row from a Python UDF before were
   ~3x slower, DuckDB could not run the UDF in parallel).  Memory: the sort's rows plus 8 bytes per row.
@@ -64,6 +82,7 @@ from a child generator seeded by one word of it.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import duckdb
@@ -304,14 +323,44 @@ class DuckSource:
         the join's output, in whatever order DuckDB produces it, gets word i)."""
         cols = cols or {}
         src = self._params(groups, cols)
+        extra = "".join(f", p.{c} AS {c}" for c in cols)
+        return self._keyed_rows(f"SELECT p._g AS _g, b._x AS _x{extra} FROM {src}", int(self.rows[groups].sum()),
+                                rng)
+
+    def _keyed_rows(self, rows: str, n: int, rng: Rng) -> str:
+        """``rows`` (a SELECT of ``n`` rows) with a fresh word ``_key`` each, joined by position."""
         name = f"_dpsql_plan_keys{next(self._ids)}"
         schema = pa.schema([("_key", pa.uint64())])
-        words = matching_words(rng, int(self.rows[groups].sum()))
+        words = matching_words(rng, n)
         self.con.register(name, pa.RecordBatchReader.from_batches(
             schema, (pa.record_batch([pa.array(w)], schema=schema) for w in words)))
         self._registered.append(name)
-        extra = "".join(f", p.{c} AS {c}" for c in cols)
-        return f"(SELECT p._g AS _g, b._x AS _x{extra} FROM {src}) POSITIONAL JOIN {name}"
+        return f"({rows}) POSITIONAL JOIN {name}"
+
+    @staticmethod
+    def _pairs_sql(rows: str, partition: bool, more: str = "") -> str:
+        """The window over ``rows`` (``_g``, ``v``, ``_key``): each group ordered by its keys, ``_gap`` to the
+        previous row, the position, tie and missing-key flags, and ``more`` columns carried.  One group: no
+        PARTITION BY (DuckDB sorts one partition on one thread: 1e7 rows, 3.7 s and 1.1 GB with it, 1.9 s and
+        0.7 GB without); the order, hence the matching, is the same."""
+        over = "PARTITION BY _g " if partition else ""
+        return (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
+                f"_key = lag(_key) OVER w AS _tie, _key IS NULL AS _nokey{more} "
+                f"FROM ({rows}) WINDOW w AS ({over}ORDER BY _key)")
+
+    @staticmethod
+    def _gap_k() -> str:
+        """The clipped gap exponent of a row of :meth:`_pairs_sql` with ``_lg = log2(_gap)``."""
+        return (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
+                f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
+
+    def _gap_sql(self, rows: str, partition: bool) -> str:
+        """The gap histogram (``_g``, ``k``, ``c``) of the matching over ``rows``, with the ties and missing keys
+        counted (``ties``, ``nokey``)."""
+        return (f"SELECT _g, {self._gap_k()} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties, "
+                f"count_if(_nokey) AS nokey FROM (SELECT _g, _gap, _pos, _tie, _nokey, "
+                f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({self._pairs_sql(rows, partition)}) "
+                f"WHERE _pos % 2 = 0 OR _tie OR _nokey) GROUP BY ALL ORDER BY _g, k")
 
     def gap_histogram(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None = None, rate: float = 1.0
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -322,47 +371,28 @@ class DuckSource:
         With ``first`` (the first bucket pass's shift per group) the same scan also counts the rows by sign,
         floor exponent and top ``RAW_BITS - first`` mantissa bits (``GROUPING SETS``: the window's rows, no
         second scan of the source); :meth:`bucket_histogram` maps them to that pass's buckets once the floor
-        is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own."""
-        if rate < 1.0:
-            raise NotImplementedError("summary plans: the floor on a Poisson subsample (FLOOR_SAMPLE)")
+        is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own.
+
+        ``rate`` < 1 (a power of two): the matching of a Poisson subsample, :meth:`_gap_subsampled`."""
         self._first = None
         fuse = first is not None and self.FUSE_FIRST
+        if rate < 1.0:
+            return self._gap_subsampled(groups, rng, first if fuse else None, rate)
         while True:
             self._registered = []
             cols: dict[str, np.ndarray] = {}
-            pb = ""
-            if fuse:
-                scale = np.ldexp(1.0, core_summary.RAW_BITS - np.asarray(first, dtype=np.int64))
-                if scale.size and np.all(scale == scale[0]):
-                    pb = repr(float(scale[0]))  # a literal when every group has the same bits
-                else:
-                    pb, cols["_pb"] = "_pb", scale
+            pb = self._first_scale(first, cols) if fuse else ""
             carry = "".join(f", {c}" for c in cols)
-            # one group: no PARTITION BY (DuckDB sorts one partition on one thread: 1e7 rows, 3.7 s and 1.1 GB
-            # with it, 1.9 s and 0.7 GB without); the order, hence the matching, is the same
-            over = "PARTITION BY _g " if groups.size > 1 else ""
             rows = f"SELECT _g, {_VC} AS v, _key{carry} FROM {self._keyed(groups, rng, cols)} WHERE {_VALID}"
-            k = (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
-                 f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
-            pairs = (f"SELECT _g, abs(v - lag(v) OVER w) AS _gap, row_number() OVER w AS _pos, "
-                     f"_key = lag(_key) OVER w AS _tie, _key IS NULL AS _nokey{', v' + carry if fuse else ''} "
-                     f"FROM ({rows}) WINDOW w AS ({over}ORDER BY _key)")
             if not fuse:
-                sql = (f"SELECT _g, {k} AS k, count(*) FILTER (WHERE _pos % 2 = 0) AS c, count_if(_tie) AS ties, "
-                       f"count_if(_nokey) AS nokey FROM (SELECT _g, _gap, _pos, _tie, _nokey, "
-                       f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs}) WHERE _pos % 2 = 0 OR _tie OR _nokey) "
-                       f"GROUP BY ALL ORDER BY _g, k")
+                sql = self._gap_sql(rows, groups.size > 1)
             else:
-                inner = (f"SELECT *, v < 0 AS _neg, abs(v) AS _a, log2(greatest(abs(v), {_TINY})) AS _l, "
-                         f"log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs})")
-                ex = (f"SELECT *, CASE WHEN _a = 0 THEN {core_summary.ZERO_EXPONENT} ELSE {_floor_log2('_a', '_l')} "
-                      f"END AS _ex, CASE WHEN _pos % 2 = 0 THEN {k} END AS _k FROM ({inner})")
-                m = (f"SELECT *, CASE WHEN _a = 0 THEN 0 ELSE CAST(floor((_a / pow(2.0, _ex) - 1.0) * {pb}) AS BIGINT) "
-                     f"END AS _m FROM ({ex})")
+                pairs = self._pairs_sql(rows, groups.size > 1, ", v" + carry)
+                m = self._exm(f"SELECT *, log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs})", pb)
                 sql = (f"SELECT _g, _k AS k, _neg, _ex, _m, grouping(_neg) AS _gap_set, "
                        f"count(*) FILTER (WHERE _pos % 2 = 0) AS c, count(*) AS n, count(*) FILTER (WHERE _tie) AS "
-                       f"ties, count(*) FILTER (WHERE _nokey) AS nokey FROM ({m}) "
-                       f"GROUP BY GROUPING SETS ((_g, _k), (_g, _neg, _ex, _m))")
+                       f"ties, count(*) FILTER (WHERE _nokey) AS nokey FROM (SELECT *, CASE WHEN _pos % 2 = 0 THEN "
+                       f"{self._gap_k()} END AS _k FROM ({m})) GROUP BY GROUPING SETS ((_g, _k), (_g, _neg, _ex, _m))")
             t = self._run(sql)
             if _np(t, "nokey").any():  # the source had more rows than counted: never a matching without keys
                 raise RuntimeError("summary plans: the source's row count changed between passes")
@@ -380,6 +410,80 @@ class DuckSource:
             self._first = (np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
                            _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n"))
             return hg[order], hk[order], hc[order]
+
+    @staticmethod
+    def _first_scale(first: np.ndarray, cols: dict[str, np.ndarray]) -> str:
+        """``2**(RAW_BITS - first)`` per group as SQL: a literal when every group has the same, else a column."""
+        scale = np.ldexp(1.0, core_summary.RAW_BITS - np.asarray(first, dtype=np.int64))
+        if scale.size and np.all(scale == scale[0]):
+            return repr(float(scale[0]))
+        cols["_pb"] = scale
+        return "_pb"
+
+    @staticmethod
+    def _exm(rows: str, pb: str) -> str:
+        """``rows`` (with ``v``) plus sign ``_neg``, floor exponent ``_ex`` and top mantissa bits ``_m`` at scale
+        ``pb`` (:func:`dpsql.core.summary.first_buckets`' inputs: no floor needed)."""
+        inner = f"SELECT *, v < 0 AS _neg, abs(v) AS _a, log2(greatest(abs(v), {_TINY})) AS _l FROM ({rows})"
+        ex = (f"SELECT *, CASE WHEN _a = 0 THEN {core_summary.ZERO_EXPONENT} ELSE {_floor_log2('_a', '_l')} "
+              f"END AS _ex FROM ({inner})")
+        return (f"SELECT *, CASE WHEN _a = 0 THEN 0 ELSE CAST(floor((_a / pow(2.0, _ex) - 1.0) * {pb}) AS BIGINT) "
+                f"END AS _m FROM ({ex})")
+
+    def _gap_subsampled(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None, rate: float
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The gap histogram over a uniformly random maximal matching of a Poisson(``rate``) subsample of each
+        group's valid rows (module docstring, "Subsampled floor"), in two passes:
+
+        1. the coins: every row of ``groups`` gets a fresh word (:meth:`_keyed`) and is kept iff it is below
+           ``2**64 rate`` (``rate = 2**-k``: probability exactly ``rate``, independently per row, never looking
+           at the values); the kept rows come back to Python (about ``rate n`` of them).  With ``first`` the
+           same statement counts every valid row by sign, floor exponent and mantissa bits (the first bucket
+           histogram, as the fused rate-1 pass; a second scan of the source, no keys).
+        2. the matching: the kept rows (an Arrow table) get fresh words each, are ordered by them per group and
+           paired; a tie voids this pass only (new order words, the same kept rows), so the subsample's law is
+           never conditioned on anything."""
+        k = -math.frexp(rate)[1] + 1
+        if rate != math.ldexp(1.0, -k) or not 1 <= k <= 63:
+            raise ValueError("summary plans: the floor's rate must be a power of two in [2**-63, 1/2]")
+        self._registered = []
+        cols: dict[str, np.ndarray] = {}
+        pb = self._first_scale(first, cols) if first is not None else ""
+        carry = "".join(f", {c}" for c in cols)
+        kept = (f"SELECT 0 AS _tag, _g, {_VC} AS v, _key IS NULL AS _nokey FROM {self._keyed(groups, rng)} "
+                f"WHERE _key IS NULL OR (_key < {1 << (64 - k)} AND {_VALID})")
+        if first is None:
+            sql = kept
+        else:
+            rows = f"SELECT p._g AS _g, {_VC} AS v{''.join(f', p.{c} AS {c}' for c in cols)} " \
+                   f"FROM {self._params(groups, cols)} WHERE {_VALID}"
+            hist = (f"SELECT 1 AS _tag, _g, NULL::DOUBLE AS v, false AS _nokey, _neg, _ex, _m, count(*) AS n "
+                    f"FROM ({self._exm(f'SELECT _g, v{carry} FROM ({rows})', pb)}) GROUP BY _g, _neg, _ex, _m")
+            sql = (f"SELECT _tag, _g, v, _nokey, NULL::BOOLEAN AS _neg, NULL::BIGINT AS _ex, NULL::BIGINT AS _m, "
+                   f"NULL::BIGINT AS n FROM ({kept}) UNION ALL {hist}")
+        t = self._run(sql)
+        if _np(t, "_nokey", bool).any():
+            raise RuntimeError("summary plans: the source's row count changed between passes")
+        tag = _np(t, "_tag")
+        if first is not None:
+            bk = t.filter(pa.array(tag == 1))
+            self._first = (np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
+                           _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n"))
+        sub = t.filter(pa.array(tag == 0)).select(["_g", "v"])
+        while True:
+            self._registered = []
+            name = f"_dpsql_plan_kept{next(self._ids)}"
+            self.con.register(name, sub)
+            self._registered.append(name)
+            keyed = self._keyed_rows(f"SELECT _g, v FROM {name}", sub.num_rows, rng)
+            got = self._run(self._gap_sql(f"SELECT _g, v, _key FROM {keyed}", groups.size > 1))
+            if _np(got, "nokey").any():
+                raise RuntimeError("summary plans: the source's row count changed between passes")
+            if _np(got, "ties").any():
+                continue
+            c = _np(got, "c")
+            keep = c > 0
+            return _np(got, "_g")[keep], _np(got, "k")[keep], c[keep]
 
     def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "") -> str:
         """The valid rows of ``groups``: group ``_g``, floor exponent ``_e``, ``_pe = 2**e`` and the split

@@ -12,7 +12,7 @@ import pytest
 
 import dpsql.duck as duck
 from dpsql import plans
-from dpsql.core import Params, get_method, summary
+from dpsql.core import Params, get_method, scalefree, summary
 from dpsql.core.batch import Batch
 from dpsql.core.primitives import ceil_log2
 from dpsql.core.registry import budget_of
@@ -38,6 +38,17 @@ def _group(r: np.random.Generator, n: int) -> np.ndarray:
     return r.normal(1e6, 10, n)
 
 
+@pytest.fixture(params=["floor_whole", "floor_sampled"])
+def floor_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both floors: on every row (FLOOR_SAMPLE off) and on a Poisson subsample (on, FLOOR_KEEP = 64, so that
+    groups of a few hundred rows run at rates 1/2 to 1/64)."""
+    on = request.param == "floor_sampled"
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", on)
+    if on:
+        monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
+    return on
+
+
 def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
     params = Params(epsilon=eps, p=0.5)
     return run_quantile(Batch.from_lists(lists), budget_of(get_method("quantile", "scalefree"), params), params,
@@ -58,11 +69,20 @@ class _Replay(summary.BatchSource):
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         everyone = np.sort(np.concatenate([np.zeros(0, dtype=np.int64), *(self.pos[gi] for gi in groups)]))
         words = np.concatenate([np.zeros(0, dtype=np.uint64), *plans.matching_words(rng, everyone.size)])
-        gs, ks = [], []
+        group = np.empty(everyone.size, dtype=np.int64)
+        value = np.empty(everyone.size)
         for i, gi in enumerate(groups):
-            v, pos = self.lists[gi], self.pos[gi]
-            ok = ~np.isnan(v)
-            v, keys = np.clip(v[ok], -(2.0**1000), 2.0**1000), words[np.searchsorted(everyone, pos[ok])]
+            at = np.searchsorted(everyone, self.pos[gi])
+            group[at], value[at] = i, self.lists[gi]
+        ok = ~np.isnan(value)
+        if rate < 1.0:  # the SQL route's coins (a word below 2**64 rate), then new words for the kept rows in order
+            ok &= words < np.uint64(round(rate * 2.0**64))
+            words = np.zeros(everyone.size, dtype=np.uint64)
+            words[ok] = np.concatenate([np.zeros(0, dtype=np.uint64), *plans.matching_words(rng, int(ok.sum()))])
+        gs, ks = [], []
+        for i in range(groups.size):
+            mine = ok & (group == i)
+            v, keys = np.clip(value[mine], -(2.0**1000), 2.0**1000), words[mine]
             assert np.unique(keys).size == keys.size  # no tie: no rerun in these tests
             w = v[np.argsort(keys)]
             m = w.size // 2
@@ -98,20 +118,20 @@ def _replay_case(trial: int, p: float) -> None:
 
 
 @pytest.mark.parametrize("trial", range(24))
-def test_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
+def test_same_releases_as_the_reference_on_the_same_matching(trial: int, floor_sample: bool) -> None:
     """Byte for byte: the SQL passes and core.summary's reference source, given the same matching keys (the rest
     of the mechanism draws exactly as the list route)."""
     _replay_case(trial, 0.5)
 
 
 @pytest.mark.parametrize("trial", range(30))
-def test_quantile_same_releases_as_the_reference_on_the_same_matching(trial: int) -> None:
+def test_quantile_same_releases_as_the_reference_on_the_same_matching(trial: int, floor_sample: bool) -> None:
     """p != 1/2: wide groups through the passes, near groups through the rows pass, byte for byte."""
     _replay_case(100 + trial, [0.01, 0.1, 0.25, 0.75, 0.9, 0.999][trial % 6])
 
 
 @pytest.mark.parametrize("trial", range(12))
-def test_same_releases_whatever_the_ladder(trial: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_releases_whatever_the_ladder(trial: int, floor_sample: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bucket passes' shifts (per group, a column of the parameters when groups differ) change nothing: random
     ladders, other ones in the SQL run and in the reference, byte for byte."""
     monkeypatch.setattr(summary, "ladder", random_ladder(np.random.default_rng(trial)))
@@ -119,7 +139,8 @@ def test_same_releases_whatever_the_ladder(trial: int, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("trial", range(6))
-def test_first_histogram_on_its_own_pass_is_the_same(trial: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_histogram_on_its_own_pass_is_the_same(trial: int, floor_sample: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The first bucket histogram as a pass of its own (DuckSource.FUSE_FIRST off) instead of in the gap pass's
     scan: the same releases, byte for byte."""
     monkeypatch.setattr(plans.DuckSource, "FUSE_FIRST", False)
@@ -127,7 +148,7 @@ def test_first_histogram_on_its_own_pass_is_the_same(trial: int, monkeypatch: py
     _replay_case(800 + trial, [0.5, 0.1, 0.9][trial % 3])
 
 
-def test_one_group_with_a_filter_on_the_same_matching() -> None:
+def test_one_group_with_a_filter_on_the_same_matching(floor_sample: bool) -> None:
     r = np.random.default_rng(5)
     x = np.concatenate([r.lognormal(3, 2, 2000), r.choice(EXTREME, 50)])
     k = r.integers(0, 3, x.size)
@@ -149,10 +170,11 @@ DATASETS = {
 
 
 @pytest.mark.parametrize("name", list(DATASETS))
-def test_same_law_as_the_list_route(name: str) -> None:
+def test_same_law_as_the_list_route(name: str, floor_sample: bool) -> None:
     """The matching is no longer the list route's draw for draw, only in law (uniform in both): the releases
     of one dataset, 1500 independent runs each (one group per run), pass a two-sample KS test and a chi2 test
-    on the released values' quantile bins against the list route."""
+    on the released values' quantile bins against the list route; with the floor subsampled too (coins and
+    kept rows' matching in SQL, helpers.subsample and random_pairs in the list route)."""
     from scipy.stats import chi2_contingency, ks_2samp
 
     d = DATASETS[name](np.random.default_rng(11))
@@ -222,11 +244,17 @@ def test_bad_epsilon_names_the_argument() -> None:
         plans.compile_query("SELECT dp_median(x, epsilon := -1) FROM t")
 
 
-def test_production_route() -> None:
-    """CSPRNG matching keys, a fixed number of passes, answers near the median."""
+@pytest.mark.parametrize(("sizes", "sampled", "passes"), [((20000, 20000), False, 5), ((20000, 20000), True, 5),
+                                                         ((70000, 70000), True, 6)])
+def test_production_route(sizes: tuple[int, int], sampled: bool, passes: int,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """CSPRNG matching keys, a fixed number of passes, answers near the median.  Groups of 20,000 rows have the
+    floor on every row (rate 1 whether FLOOR_SAMPLE is on or off); of 70,000 rows, with it on, on a Poisson
+    subsample at rate 1/4: one pass more (the coins, then the kept rows' matching)."""
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", sampled)
     r = np.random.default_rng(0)
     con = duckdb.connect()
-    con.register("t", pa.table({"g": np.repeat(["a", None], 20000), "x": r.normal(100, 1, 40000)}))
+    con.register("t", pa.table({"g": np.repeat(["a", None], sizes), "x": r.normal(100, 1, sum(sizes))}))
     calls = []
     fetch = plans._fetch
 
@@ -241,4 +269,6 @@ def test_production_route() -> None:
         plans._fetch = fetch
     assert set(got.column("g").to_pylist()) == {"a", None}
     assert all(abs(v - 100) < 0.5 for v in got.column("m").to_pylist())
-    assert len(calls) == 1 + 4  # count, then one class: gaps (and the first bucket histogram), two bucket passes, tails
+    # count, then one class: gaps (and the first bucket histogram; rate 1/4: coins and histogram, then the kept
+    # rows' matching), two bucket passes, tails
+    assert len(calls) == passes

@@ -9,7 +9,8 @@ epsilon, the integer extremes in BIGINT / HUGEINT columns (cast by the plan), an
 twice), the data on which a matching that keeps chosen rows adjacent (a value hash, a trie order) would swing the
 gap histogram by n/2 between neighbours.  An empty group is a group of one NULL row (n = 0: a NULL release).
 dp_quantile at p = 0.1 and 0.9: the extreme pairs at epsilon 1 (near route) and at the largest epsilon (wide
-route), one pair at the smallest.
+route), one pair at the smallest.  The floor on a Poisson subsample (FLOOR_KEEP forced to 8 so that the 40-row
+groups subsample): the extreme pairs at the smallest, unit and largest epsilon, the integer columns, doubled values.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from __future__ import annotations
 import zlib
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from dpsql import plans
+from dpsql.core import scalefree
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.noise import Rng
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
@@ -95,3 +98,31 @@ def test_quantile_extreme_neighbours(pair: str, p: float, epsilon: float) -> Non
 def test_quantile_at_the_smallest_epsilon(p: float) -> None:
     d, d2 = EXTREME_NEIGHBOURS["one_at_+inf"]
     assert _eps("DOUBLE", d, d2, MIN_EPSILON, _seed(p, MIN_EPSILON), p) <= MIN_EPSILON
+
+
+SAMPLED_PAIRS = ("one_at_+1e300", "one_at_-1e300", "one_at_+inf", "one_at_-inf", "bigint_max", "hugeint_min",
+                 "far_outlier_1e15")
+
+
+@pytest.fixture
+def sampled_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The floor on a Poisson subsample with FLOOR_KEEP = 8: groups of 40 rows at rate 1/4 at epsilon 1 (the
+    floor's share 0.05), at the smallest epsilon as their released count falls, at the largest rate 1 (the
+    amplified epsilon would pass EPS_SUB_MAX)."""
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", True)
+    monkeypatch.setattr(scalefree, "FLOOR_KEEP", 8.0)
+    assert scalefree.floor_rate(np.array([40.0]), 0.05)[0] == 0.25
+
+
+@pytest.mark.parametrize("epsilon", [1.0, MIN_EPSILON, MAX_EPSILON])
+@pytest.mark.parametrize("pair", SAMPLED_PAIRS)
+def test_extreme_neighbours_with_the_floor_subsampled(pair: str, epsilon: float, sampled_floor: None) -> None:
+    """The coin pass and the kept rows' matching (dpsql.plans, "Subsampled floor") on extreme neighbours."""
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, "sampled")) <= epsilon
+
+
+@pytest.mark.parametrize("case", ["bigint_max_column", "hugeint_min_column", "doubled_values"])
+def test_integer_columns_with_the_floor_subsampled(case: str, sampled_floor: None) -> None:
+    sqltype, d, d2 = EXTRA[case]
+    assert _eps(sqltype, d, d2, 1.0, _seed(case, "sampled")) <= 1.0
