@@ -286,9 +286,9 @@ def floor_exponent_of(b: np.ndarray) -> np.ndarray:
     return np.clip(np.frexp(b)[1].astype(np.int64) - 1, E_MIN, E_TOP - 1)
 
 
-#: Prototype, off (issue 17): the floor on a Poisson subsample (:func:`floor_rate`, :func:`floor_exponent`).
-#: Off, every release is byte for byte what it was; on, the list route and the summary route (whose gap pass
-#: still reads every row) no longer agree draw for draw.
+#: Issue 17: the floor on a Poisson subsample (:func:`floor_rate`, :func:`floor_exponent`) for groups whose
+#: released count passes FLOOR_KEEP.  Off, every floor reads every row (the releases before 0505c6f); either way
+#: core.summary's BatchSource replays the list route draw for draw and dpsql.plans has its law.
 FLOOR_SAMPLE = False
 #: rows the subsample keeps in expectation (up to twice as many: rates are rounded up to powers of two)
 FLOOR_KEEP = 2.0**14

@@ -1,4 +1,4 @@
-"""The scale-free floor on a Poisson subsample (``scalefree.FLOOR_SAMPLE``, a prototype, off by default).
+"""The scale-free floor on a Poisson subsample (``scalefree.FLOOR_SAMPLE``).
 
 Off (or on with every group at rate 1) nothing changes, draw for draw; on, the floor of a large group runs on a
 Poisson subsample at a rate fixed by the released count, at the amplified epsilon: it still costs its share
@@ -44,6 +44,7 @@ def test_on_at_rate_one_releases_what_off_releases(monkeypatch: pytest.MonkeyPat
     """Groups of at most ~1,200 rows with FLOOR_KEEP far above: every group at rate 1, today's draws."""
     lists = _groups(zlib.crc32(f"{agg}{p}{eps}".encode()))
     seed = zlib.crc32(f"r{agg}{p}{eps}".encode())
+    monkeypatch.setattr(S, "FLOOR_SAMPLE", False)
     off = [_release(agg, p, lists, eps, seed, lv) for lv in (None, 0.9)]
     monkeypatch.setattr(S, "FLOOR_SAMPLE", True)
     monkeypatch.setattr(S, "FLOOR_KEEP", 1e6)
@@ -129,6 +130,7 @@ def test_var_interval_with_the_subsampled_floor(monkeypatch: pytest.MonkeyPatch,
     x = np.random.default_rng(4).lognormal(1.0, 1.0, 3000)
     params = Params(epsilon=eps, level=0.9)
     want = budget_of(get_method("var", "asymmetric"), params).epsilon
+    monkeypatch.setattr(S, "FLOOR_SAMPLE", False)
     off = np.concatenate(run_interval("var", Batch.from_lists([x]), params, "asymmetric", Rng.seeded(8)))
     monkeypatch.setattr(S, "FLOOR_SAMPLE", True)
     monkeypatch.setattr(S, "FLOOR_KEEP", 64.0)
