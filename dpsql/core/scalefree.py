@@ -289,7 +289,7 @@ def floor_exponent_of(b: np.ndarray) -> np.ndarray:
 #: Issue 17: the floor on a Poisson subsample (:func:`floor_rate`, :func:`floor_exponent`) for groups whose
 #: released count passes FLOOR_KEEP.  Off, every floor reads every row (the releases before 0505c6f); either way
 #: core.summary's BatchSource replays the list route draw for draw and dpsql.plans has its law.
-FLOOR_SAMPLE = False
+FLOOR_SAMPLE = True
 #: rows the subsample keeps in expectation (up to twice as many: rates are rounded up to powers of two)
 FLOOR_KEEP = 2.0**14
 #: the rate never goes below the one at which the subsample's mechanism runs at this epsilon (its noise is then
