@@ -8,7 +8,9 @@ instead, the summary route's time per pass (one run) and the gap pass's sort key
 ``--ladder-ab ROWS GROUPS``: the window's passes three ways, alternating in one process on one table (``--reps``
 rounds): the fixed shifts 36, 24, 12, 0 of before, the per-group ladder (core.summary.ladder) with the first bucket
 pass on its own, and with the first bucket histogram counted in the gap pass's scan (the default): total time, the
-gap and bucket passes' time, and the large class's gap and bucket passes one by one.
+gap and bucket passes' time, and the large class's gap and bucket passes one by one.  ``--floor-ab ROWS GROUPS``:
+the floor on every row vs on a Poisson subsample (scalefree.FLOOR_SAMPLE off / on), alternating fresh processes,
+list and summary routes (``--reps`` rounds).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def profile(rows: int, groups: int) -> None:
     total = time.perf_counter() - t0
     print(f"| pass ({rows:.0e} rows, {groups} groups) | s |\n|---|---|")
     for dt, sql in log:
-        kind = ("gap histogram" if "_tie" in sql else "tail counts" if "count_if" in sql else
+        kind = ("floor coins (+ first histogram)" if "_tag" in sql else "gap histogram" if "_tie" in sql else
+                "tail counts" if "count_if" in sql else
                 "bucket" if "_pe" in sql else "count")
         print(f"| {kind} | {dt:.2f} |")
     print(f"| Python between passes | {total - sum(d for d, _ in log):.2f} |\n| total | {total:.2f} |")
@@ -153,6 +156,25 @@ def ladder_ab(rows: int, groups: int, reps: int) -> None:
         plans._fetch, summary.ladder, plans.DuckSource.FUSE_FIRST = fetch, per_group, True
 
 
+def floor_ab(rows: str, groups: int, reps: int) -> None:
+    """The floor on every row (scalefree.FLOOR_SAMPLE off) vs on a Poisson subsample (on), alternating fresh
+    processes on the same kind of table, list and summary routes: every round's time and query peak."""
+    cells: dict[tuple[str, bool], list[dict]] = {}
+    for _ in range(reps):
+        for route in ("list", "summary"):
+            for on in (False, True):
+                child = f"from dpsql.core import scalefree\nscalefree.FLOOR_SAMPLE = {on}\n" + CHILD
+                out = subprocess.run([sys.executable, "-c", child, rows, str(groups), route], capture_output=True,
+                                     text=True, check=True).stdout
+                cells.setdefault((route, on), []).append(json.loads(out.strip().splitlines()[-1]))
+    print(f"| {float(rows):.0e} rows, {groups} groups ({reps} rounds) | floor | s | query peak MB |\n|---|---|---|---|")
+    for (route, on), runs in cells.items():
+        s = sorted(r["s"] for r in runs)
+        mb = sorted(r["peak_mb"] - r["base_mb"] for r in runs)
+        floor = "subsampled" if on else "every row"
+        print(f"| {route} | {floor} | {s[0]:.2f}-{s[-1]:.2f} | {mb[0]:.0f}-{mb[-1]:.0f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", nargs="+", default=["1e6", "1e7"])
@@ -160,10 +182,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--profile", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--ladder-ab", nargs=2, metavar=("ROWS", "GROUPS"))
+    ap.add_argument("--floor-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
     if a.ladder_ab:
         ladder_ab(int(float(a.ladder_ab[0])), int(a.ladder_ab[1]), max(a.reps, 1))
+        return
+    if a.floor_ab:
+        floor_ab(a.floor_ab[0], int(a.floor_ab[1]), max(a.reps, 1))
         return
     if a.profile:
         profile(int(float(a.profile[0])), int(a.profile[1]))

@@ -487,15 +487,15 @@ def _floor(src: Source, groups: np.ndarray, n_hat: np.ndarray, epsilon: float, r
     of the released count and epsilon), in the list route's order (rate 1 first, then falling rates), each
     class's histogram on a Poisson subsample at its rate and the SVTs at ``amplified(eps, rate)`` inside
     ``subsampled(rate)`` (the amplification argument is scalefree's).  ``first`` (the first bucket pass's
-    shifts) goes to the source only when one class holds every group (it may then count that pass's rows in
-    the gap pass's scan, :meth:`Source.gap_histogram`)."""
+    shifts) goes to the source with each rate class (it may count that pass's rows in the gap passes' scans,
+    :meth:`Source.gap_histogram`)."""
     eta = _sf.floor_rate(n_hat, epsilon) if _sf.FLOOR_SAMPLE else np.ones(groups.size)
     rates = np.unique(eta)[::-1]  # the rate-1 class first
     out = np.empty(groups.size, dtype=np.int64)
     for r in rates:
         at = np.flatnonzero(eta == r)
         r = float(r)
-        hg, hk, hc = src.gap_histogram(groups[at], rng, first[at] if rates.size == 1 else None, r)
+        hg, hk, hc = src.gap_histogram(groups[at], rng, first[at], r)
         if r >= 1.0:
             out[at] = floor_exponent_of(floor_from_histogram(hg, hk, hc, at.size, epsilon, rng))
             continue

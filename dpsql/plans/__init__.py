@@ -374,7 +374,6 @@ class DuckSource:
         is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own.
 
         ``rate`` < 1 (a power of two): the matching of a Poisson subsample, :meth:`_gap_subsampled`."""
-        self._first = None
         fuse = first is not None and self.FUSE_FIRST
         if rate < 1.0:
             return self._gap_subsampled(groups, rng, first if fuse else None, rate)
@@ -407,9 +406,30 @@ class DuckSource:
             bk = t.filter(pa.array(~gap_set))
             hg, hk, hc = _np(gp, "_g"), _np(gp, "k"), _np(gp, "c")
             order = np.lexsort((hk, hg))
-            self._first = (np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
-                           _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n"))
+            self._keep_first(groups, first, bk)
             return hg[order], hk[order], hc[order]
+
+    def _keep_first(self, groups: np.ndarray, first: np.ndarray, bk: pa.Table) -> None:
+        """Keep a gap pass's (sign, floor exponent, mantissa bits) counts for the first bucket pass of its groups
+        (one part per gap pass: a class's rate classes each bring theirs)."""
+        parts = getattr(self, "_first_parts", [])
+        parts.append((np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
+                      _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n")))
+        self._first_parts = parts
+
+    def _take_first(self, groups: np.ndarray, shift: np.ndarray) -> tuple | None:
+        """The kept counts as one part over ``groups`` (local group indices), if the gap passes since the last
+        bucket pass covered exactly these groups at these shifts; else None (the first pass runs on its own)."""
+        parts, self._first_parts = getattr(self, "_first_parts", []), []
+        if not parts:
+            return None
+        every = np.concatenate([p[0] for p in parts])
+        order = np.argsort(every, kind="stable")
+        if not np.array_equal(every[order], groups) or not np.array_equal(np.concatenate([p[1] for p in parts])[order],
+                                                                         shift):
+            return None
+        g = np.concatenate([np.searchsorted(groups, p[0][p[2]]) for p in parts])
+        return (g, *(np.concatenate([p[i] for p in parts]) for i in range(3, 7)))
 
     @staticmethod
     def _first_scale(first: np.ndarray, cols: dict[str, np.ndarray]) -> str:
@@ -467,8 +487,7 @@ class DuckSource:
         tag = _np(t, "_tag")
         if first is not None:
             bk = t.filter(pa.array(tag == 1))
-            self._first = (np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
-                           _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n"))
+            self._keep_first(groups, first, bk)
         sub = t.filter(pa.array(tag == 0)).select(["_g", "v"])
         while True:
             self._registered = []
@@ -512,9 +531,9 @@ class DuckSource:
     def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
         self._registered = []
         shift = np.broadcast_to(np.asarray(shift, dtype=np.int64), (groups.size,))
-        f = getattr(self, "_first", None)
-        if prev is None and f is not None and np.array_equal(f[0], groups) and np.array_equal(f[1], shift):
-            return self._first_from_gap_pass(e)  # counted in the gap pass's scan: no pass of its own
+        f = self._take_first(groups, shift) if prev is None else None
+        if f is not None:
+            return self._first_from_gap_pass(e, shift, *f)  # counted in the gap passes' scans: no pass of its own
         if prev is None and np.all(shift == core_summary.RAW_BITS):  # the octave pass: no mantissa needed
             rows = self._rows(groups, e, {})
             b = f"CASE WHEN _a < _pe THEN 0 WHEN _neg THEN -{self._octave()} ELSE {self._octave()} END"
@@ -537,11 +556,10 @@ class DuckSource:
         t = self._run(sql)
         return _np(t, "_g"), _np(t, "b"), _np(t, "c")
 
-    def _first_from_gap_pass(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The first bucket pass's histogram from the gap pass's (sign, floor exponent, mantissa bits) counts,
+    def _first_from_gap_pass(self, e: np.ndarray, first: np.ndarray, g: np.ndarray, neg: np.ndarray, ex: np.ndarray,
+                             m: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The first bucket pass's histogram from the gap passes' (sign, floor exponent, mantissa bits) counts,
         once the floor ``e`` is known (exact, :func:`dpsql.core.summary.first_buckets`)."""
-        _, first, g, neg, ex, m, n = self._first
-        self._first = None
         b = core_summary.first_buckets(neg, ex, m, e[g], core_summary.RAW_BITS - first[g])
         if not g.size:
             z = np.zeros(0, dtype=np.int64)

@@ -148,6 +148,34 @@ def test_first_histogram_on_its_own_pass_is_the_same(trial: int, floor_sample: b
     _replay_case(800 + trial, [0.5, 0.1, 0.9][trial % 3])
 
 
+def test_rate_classes_on_the_same_matching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups of 400, 4,000 and 40,000 rows with FLOOR_KEEP = 512: rates 1, 1/4 and 1/64 in one class of the median,
+    three gap histograms whose first-histogram counts are merged for the first bucket pass (no pass of its own):
+    byte for byte the reference's releases, with 1 + 1 + 2 + 2 + 2 + 1 passes."""
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", True)
+    monkeypatch.setattr(scalefree, "FLOOR_KEEP", 512.0)
+    r = np.random.default_rng(21)
+    sizes = (400, 4000, 40000)
+    xs = [r.lognormal(0, 2, n) for n in sizes]
+    g, x = np.repeat(np.arange(3), sizes), np.concatenate(xs)
+    con = _one_thread(g, x)
+    calls = []
+    fetch = plans._fetch
+
+    def counting(c: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
+        calls.append(sql)
+        return fetch(c, sql, params)
+
+    monkeypatch.setattr(plans, "_fetch", counting)
+    got = plans.run(con, "SELECT g, dp_median(x, epsilon := 2.0) AS m FROM t GROUP BY g", Rng.seeded(21))
+    order = got.column("g").to_pylist()
+    pos = np.arange(x.size)
+    want = summary.median(_Replay([x[g == k] for k in order], [pos[g == k] for k in order]), 2.0, Rng.seeded(21))
+    assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
+    assert sorted(scalefree.floor_rate(np.array(sizes, dtype=float), 0.1)) == [1 / 64, 1 / 4, 1.0]
+    assert len(calls) == 9  # count; gaps at rate 1; coins and matching at 1/4 and at 1/64; two buckets; tails
+
+
 def test_one_group_with_a_filter_on_the_same_matching(floor_sample: bool) -> None:
     r = np.random.default_rng(5)
     x = np.concatenate([r.lognormal(3, 2, 2000), r.choice(EXTREME, 50)])
