@@ -570,13 +570,17 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
 SPLIT_VAR_CI = {"count": 0.04, "asm": 0.45, "floor": 0.03, "centre": 0.08, "radius": 0.07, "tail": 0.2,
                 "squares": 0.13}
 #: the radius scan around c stops once about ``VAR_OUTSIDE / eps_radius`` rows lie outside ``[c - R, c + R]``
-VAR_OUTSIDE = 10.0
+#: (at 10, R sat so deep in the bulk at n eps ~ 1e3 that the shell beyond R / 2 held half the rows and the tail
+#: test saw the bulk: no finite upper end in 95-100 % of those runs; at 5, 15-25 % on light tails; at 3, more
+#: runs with no finite end at n eps = 1e4: measured, benchmarks/intervals.py)
+VAR_OUTSIDE = 5.0
 #: the tail test's inner radii ``R / r`` (the scan passed them without stopping, so more rows lie beyond them
-#: than beyond R: ratios of counts above the noise); the largest index any of them allows decides
+#: than beyond R); the largest index any of them gives decides (2, 4, 8 measured the same as 2 alone)
 VAR_IN = (2.0,)
-#: a finite upper end needs the tail's lower-confidence index ``a_lo > VAR_TAIL_MIN`` (> 2: a Pareto tail of
-#: index <= 2 has no finite second moment, the squares' sum is then ruled by the few rows nobody can see)
-VAR_TAIL_MIN = 2.5
+#: a finite upper end needs the tail's index estimate ``a > VAR_TAIL_MIN`` (> 2: a Pareto tail of index <= 2
+#: has no finite second moment, the squares' sum is then ruled by the few rows nobody can see; 2.0 gave more
+#: finite ends but wider ones)
+VAR_TAIL_MIN = 2.2
 #: the index is capped here in the allowance (light tails: ``2 R**2 / (a - 2)`` per row beyond R, not 0)
 VAR_TAIL_CAP = 6.0
 
@@ -622,8 +626,8 @@ def _release_lower(t: np.ndarray, eps_asm: float, n_hat: np.ndarray, alpha: floa
 def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng) -> np.ndarray:
     """The upper end: ``f <= mean((x - c)**2)`` for the released median c, bounded by the clipped sum of squares
     below R plus a tail allowance above R, or +inf where the tail test fails.  Misses with probability alpha
-    (alpha / 4 the count, alpha / 4 the sum, alpha / 2 the shell counts) when the tail beyond R is no heavier
-    than the released shells say (the assumption: see :func:`interval_var`)."""
+    (alpha / 4 each: the count, the sum, the rows beyond R, the largest of them) when the tail beyond R is no
+    heavier than the released shells say (the assumption: see :func:`interval_var`)."""
     from . import scalefree as sf  # the scale-free median; scalefree does not import this module
 
     sp = SPLIT_VAR_CI
@@ -649,20 +653,24 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
     n_lo, n_hi = n_hat - k_n, np.maximum(n_hat + k_n, 1.0)
     sens, gamma = fixed_point_grid(R2)
     w = (dlap_quantile(np.ceil(sens / gamma + 0.5) / eps_s, alpha / 4.0) + n_hi / 2.0) * gamma
-    k_t = dlap_quantile(1.0 / eps_t, alpha / 2.0 / len(noisy))
-    out_hi = np.maximum(noisy[0] + k_t, 0.0)  # rows beyond R
-    a_lo = np.full(G, -np.inf)
+    # the tail: N rows beyond R (noisy, floored at 1), N_hi its upper bound at alpha / 4 over the shells; the
+    # index a point estimate from the shells (a lower confidence bound left 95-100 % of light-tailed groups at
+    # n eps ~ 1e3 with no finite end: the rows beyond R are about as few as the shells' noise)
+    k_t = dlap_quantile(1.0 / eps_t, alpha / 4.0 / len(noisy))
+    N = np.maximum(noisy[0], 1.0)
+    N_hi = np.maximum(noisy[0] + k_t, 1.0)
+    a = np.full(G, -np.inf)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for j, r in enumerate(VAR_IN):
             inner = sum(noisy[: j + 2])  # rows beyond R / r
-            inner_lo = inner - (j + 2) * k_t
-            a_j = np.log(inner_lo / out_hi) / math.log(r)
             # the shell must lie in the tail: with half the rows or more beyond R / r (c off the data, or R in
             # the bulk at small n eps) the ratio measures the bulk, not the tail
-            a_lo = np.where((inner_lo > 0.0) & (inner <= n_hat / 2.0), np.fmax(a_lo, a_j), a_lo)
-        thin = a_lo > VAR_TAIL_MIN
-        a = np.minimum(np.where(thin, a_lo, VAR_TAIL_CAP), VAR_TAIL_CAP)
-        allowance = out_hi * R2 * 2.0 / (a - 2.0)
+            a = np.where(inner <= n_hat / 2.0, np.fmax(a, np.log(np.maximum(inner, 1.0) / N) / math.log(r)), a)
+        thin = a > VAR_TAIL_MIN
+        a = np.minimum(np.where(thin, a, VAR_TAIL_CAP), VAR_TAIL_CAP)
+        # the mean excess of N_hi Pareto(a) squares over R**2, plus the largest one's (1 - alpha / 4)-quantile
+        top = np.maximum((N_hi / (alpha / 4.0)) ** (2.0 / a) - 1.0, 0.0)
+        allowance = R2 * (N_hi * 2.0 / (a - 2.0) + top)
         hi = (S + w + allowance) / n_lo * (n_lo / (n_lo - 1.0))
     ok = thin & ~huge & (n_lo >= 2.0) & np.isfinite(hi)
     return np.where(ok, hi, np.inf)
@@ -689,19 +697,22 @@ def interval_var(batch: Batch, budget: Privacy, params: Params, rng: Rng
       around c (monotone SVT), stopping once about ``VAR_OUTSIDE / eps_radius`` rows lie beyond it.  Disjoint
       shells ``|x - c| > R`` and ``R / r < |x - c| <= R`` (r in :data:`VAR_IN`) are counted with discrete
       Laplace (a row lies in one shell at most: the vector has L1 sensitivity 1, one charge), and ``S = sum
-      min(|x - c|, R)**2`` is released at sensitivity R**2.  Tail test: with ``N_hi`` the rows beyond R at most
-      and ``M_lo`` the rows beyond R / r at least (confidence bounds of the noisy counts), ``a_lo = ln(M_lo /
-      N_hi) / ln r`` is the least Pareto index the shells allow.  Unless ``a_lo > VAR_TAIL_MIN`` (and fewer
+      min(|x - c|, R)**2`` is released at sensitivity R**2.  Tail test: with N the noisy rows beyond R and M the
+      noisy rows beyond R / r (each floored at 1), ``a = ln(M / N) / ln r`` estimates the tail's Pareto index (a
+      point estimate, as dp_sum_ci's: a lower confidence bound left most light-tailed groups at n eps ~ 1e3 with
+      no finite end, the rows beyond R being about as few as the noise).  Unless ``a > VAR_TAIL_MIN`` (and fewer
       than half the rows lie beyond R / r, else the shells measure the bulk, e.g. c off the data), ``hi =
       +inf``: a tail of index ~2 or less keeps most of the squares in its top rows, which no DP count can see
       (Pareto 1.5 at n = 1e4: the top 10 of 10,000 rows hold 73 % of the sum of squares, and the previous upper
-      end, dp_mean's interval of the squares, covered 0.17 of runs there).  Else ``hi = (S_hi + N_hi 2 R**2 /
-      (a - 2)) / n_lo * n_lo / (n_lo - 1)``, ``a = min(a_lo, VAR_TAIL_CAP)``: every row beyond R adds its
-      Pareto(a) excess over R**2, ``2 R**2 / (a - 2)`` on average; n_lo from the released count; the last factor
-      bounds ``var_samp`` too.  Why it covers: the count, the sum and the shells miss their bounds with
-      probability alpha / 8, alpha / 8 and alpha / 4 (exact discrete-Laplace quantiles), and the allowance holds
-      when the tail beyond R thins at least as fast as between R / r and R (the assumption, stated like
-      dp_mean_ci's: no DP interval can bound a variance when one row may lie arbitrarily far out; the coverage
+      end, dp_mean's interval of the squares, covered 0.17 of runs there).  Else ``hi = (S_hi + R**2 (N_hi 2 /
+      (a - 2) + (N_hi / (alpha / 8))**(2 / a) - 1)) / n_lo * n_lo / (n_lo - 1)``, ``a = min(a, VAR_TAIL_CAP)``:
+      every row beyond R adds its Pareto(a) excess over R**2, ``2 R**2 / (a - 2)`` on average, plus the largest
+      one's quantile (a heavy tail's sum of squares is ruled by its largest rows); N_hi the noisy count's upper
+      bound, n_lo from the released count; the last factor bounds ``var_samp`` too.  Why it covers: the count,
+      the sum, N_hi and the largest row miss their bounds with probability alpha / 8 each (exact
+      discrete-Laplace quantiles; the Pareto tail's), and the allowance holds when the tail beyond R thins at
+      least as fast as between R / r and R (the assumption, stated like dp_mean_ci's: no DP interval can bound a
+      variance when one row may lie arbitrarily far out; the coverage
       table in benchmarks/results/intervals.md measures it).  +inf also when n_lo < 2 or R > 2**500.
 
     With public ``lower`` and ``upper``, ``hi <= (upper - lower)**2 / 4`` (the largest variance of any clamped
