@@ -45,9 +45,10 @@ matching draws differ, item 2):
    law is exactly rank_em's.  The draws are rank_em's whenever no tail proposal is accepted (a tail is
    proposed with probability below 2**-12 per group); after an accepted one the eager rounds draw more.
 
-Passes per class of groups: gap histogram, three bucket histograms, tail counts (fixed; the classes present are
-a function of the released counts; a source may count the first bucket histogram in the gap pass's scan, its
-shifts being chosen before the floor, :meth:`Source.gap_histogram`).  Fan-out: the first bucket histogram has at
+Passes per class of groups: gap histogram (one per rate class of the floor), three bucket histograms, tail
+counts (fixed; the classes and rate classes present are functions of the released counts; a source may count the
+first bucket histogram in the gap passes' scans, its shifts being chosen before the floor,
+:meth:`Source.gap_histogram`).  Fan-out: the first bucket histogram has at
 most ``2**ceil(b / 2)`` buckets per octave the data fill, the second as many per kept bucket of the first (``2**b
 ~ n_hat / W``), the last pass the distinct codes of a few W rows around each group's window (ties come back as
 one row with a count).  Cost: that of scalefree's median, charged by the same calls.
