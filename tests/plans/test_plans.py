@@ -176,6 +176,36 @@ def test_rate_classes_on_the_same_matching(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(calls) == 9  # count; gaps at rate 1; coins and matching at 1/4 and at 1/64; two buckets; tails
 
 
+def test_passes_do_not_depend_on_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the floor subsampled (FLOOR_KEEP = 64: rates below 1), the same group sizes and the same generator
+    give the same passes, statement for statement (up to the registered names), whatever the values: tame, or
+    +-1e300, +-inf, huge integers, subnormals and a far outlier."""
+    import re
+
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", True)
+    monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
+    sizes = (30, 300, 3000)
+    g = np.repeat(np.arange(3), sizes)
+    r = np.random.default_rng(8)
+    tame = r.normal(0, 1, g.size)
+    wild = r.choice([v for v in EXTREME if not np.isnan(v)], g.size)  # NaN rows would change the sizes
+    wild[5] = 1e15
+    fetch = plans._fetch
+    runs = []
+    for x in (tame, wild):
+        calls = []
+
+        def counting(c: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None, calls: list = calls
+                     ) -> pa.Table:
+            calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", sql))
+            return fetch(c, sql, params)
+
+        monkeypatch.setattr(plans, "_fetch", counting)
+        plans.run(_one_thread(g, x), "SELECT g, dp_median(x, epsilon := 1.0) AS m FROM t GROUP BY g", Rng.seeded(8))
+        runs.append(calls)
+    assert runs[0] == runs[1] and any("_tag" in q for q in runs[0])
+
+
 def test_one_group_with_a_filter_on_the_same_matching(floor_sample: bool) -> None:
     r = np.random.default_rng(5)
     x = np.concatenate([r.lognormal(3, 2, 2000), r.choice(EXTREME, 50)])
