@@ -6,7 +6,8 @@ CSPRNG word (joined by position), orders each group by it and pairs consecutive 
 4 rows are uniform over 3000 groups (chi2), through the real gap pass; (2) why DuckDB's salted hash is not used
 instead (it is XOR-separable: the salt flips bits of a fixed per-row value, and some matchings are never drawn);
 (3) the gap histogram's law on tied data equals the list route's (:func:`~dpsql.core.ranges.random_pairs`);
-(4) tied keys void the pass and it reruns with new keys.
+(4) tied keys void the pass and it reruns with new keys (on a Poisson subsample, only the kept rows' matching: the
+coins stand).
 """
 
 from __future__ import annotations
@@ -115,3 +116,34 @@ def test_tied_keys_rerun_under_a_new_salt(monkeypatch) -> None:  # noqa: ANN001
         g, k, c = src.gap_histogram(np.arange(G), rng)
         assert np.array_equal(np.bincount(g, weights=c, minlength=G), np.ones(G))
     assert src.passes > 5  # P(no tie in 40 groups of 3 under 64 keys) ~ 0.15 per pass
+
+
+def test_tied_keys_on_the_subsample_rerun_the_matching_only(monkeypatch) -> None:  # noqa: ANN001
+    """Subsampled floor (rate 1/2): words whose top bit is the coin and whose order key has 6 bits.  Ties void
+    the kept rows' matching pass, which reruns on the same kept rows: the coin pass runs once, every returned
+    histogram is tie-free, and its pairs are the same kept rows' (as many per group as in the first attempt)."""
+    real = plans.matching_words
+    top = np.uint64(1 << 63)
+    monkeypatch.setattr(plans, "matching_words",
+                        lambda rng, n: ((w & top) | (w >> np.uint64(58)) for w in real(rng, n)))
+    G = 40
+    con = duckdb.connect()
+    con.register("t", pa.table({"g": np.repeat(np.arange(G), 8), "x": np.tile(2.0 ** np.arange(8), G)}))
+    plan = plans.compile_query("SELECT g, dp_median(x, epsilon := 1) FROM t GROUP BY g")
+    src = plans.DuckSource(con, plan, 0, pa.table({"_k0": np.arange(G)}), np.full(G, 8), Rng.seeded(1))
+    sqls, coins = [], []
+    fetch = plans._fetch
+
+    def counting(c, sql, params=None):  # noqa: ANN001, ANN202
+        sqls.append(sql)
+        out = fetch(c, sql, params)
+        if "_tag" in sql:
+            coins.append(out)
+        return out
+
+    monkeypatch.setattr(plans, "_fetch", counting)
+    g, k, c = src.gap_histogram(np.arange(G), Rng.seeded(2), None, 0.5)
+    assert len(coins) == 1 and len(sqls) > 2  # one coin pass, voided matchings
+    kept = np.bincount(coins[0].column("_g").to_numpy(), minlength=G)
+    assert 0 < kept.sum() < 8 * G
+    assert np.array_equal(np.bincount(g, weights=c, minlength=G), kept // 2)
