@@ -52,6 +52,11 @@ first bucket histogram in the gap passes' scans, its shifts being chosen before 
 most ``2**ceil(b / 2)`` buckets per octave the data fill, the second as many per kept bucket of the first (``2**b
 ~ n_hat / W``), the last pass the distinct codes of a few W rows around each group's window (ties come back as
 one row with a count).  Cost: that of scalefree's median, charged by the same calls.
+
+Hybrid (``small``, :func:`row_groups`): groups whose released count is below ``small`` are read as rows
+(:meth:`Source.batch`) and run the list route's code for a class (floor, then the mechanism), continuing from the
+released count (:func:`released_count`, passed back as ``n_hat``): same law group by group, same cost, the split
+post-processing of the released count.
 """
 
 from __future__ import annotations
@@ -89,8 +94,8 @@ from .scalefree import (
 )
 from .spending import charge_pure, subsampled
 
-__all__ = ["Source", "BatchSource", "median", "quantile", "floor_from_histogram", "ladder", "first_buckets", "GAP_LO",
-           "GAP_HI"]
+__all__ = ["Source", "BatchSource", "median", "quantile", "released_count", "row_groups", "floor_from_histogram",
+           "ladder", "first_buckets", "GAP_LO", "GAP_HI"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -505,15 +510,53 @@ def _floor(src: Source, groups: np.ndarray, n_hat: np.ndarray, epsilon: float, r
     return out
 
 
-def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
+def released_count(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
+    """The released count of :func:`median` (p = 1/2) or :func:`quantile`: the first draw of either, at
+    ``SPLIT['count'] eps`` or ``SPLIT_TAIL['count'] eps``; pass it back as ``n_hat`` to continue from it."""
+    share = SPLIT["count"] if p == 0.5 else SPLIT_TAIL["count"]
+    return noisy_count_of(np.asarray(src.sizes(), dtype=np.int64), share * epsilon, rng)
+
+
+def row_groups(n_hat: np.ndarray, epsilon: float, p: float, small: float) -> np.ndarray:
+    """The groups :func:`median` / :func:`quantile` read as rows (:meth:`Source.batch`) given the released count:
+    released (not NULL) and ``n_hat < small``, and at p != 1/2 the near route's too.  A function of released
+    values and public constants only (a caller may fetch them once for several calls)."""
+    n_hat = np.asarray(n_hat, dtype=np.float64)
+    if p == 0.5:
+        ok = n_hat * epsilon >= NULL_BELOW["median"]
+        return np.flatnonzero(ok & (n_hat < small))
+    ok = n_hat * epsilon >= NULL_BELOW["tail"]
+    wide = n_hat * min(p, 1.0 - p) * epsilon >= ROUTE
+    return np.flatnonzero(ok & (~wide | (n_hat < small)))
+
+
+def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5, n_hat: np.ndarray | None = None,
+           small: float = 0.0) -> np.ndarray:
     """dp_median (= dp_quantile at p = 1/2), scalefree, without bounds: the law of
-    :func:`~dpsql.core.scalefree.run_quantile` (module docstring); NaN = NULL.  Cost epsilon (pure)."""
+    :func:`~dpsql.core.scalefree.run_quantile` (module docstring); NaN = NULL.  Cost epsilon (pure).
+
+    ``n_hat``: the released count (:func:`released_count`), else drawn here.  ``small`` (the hybrid route): in
+    each class the groups with ``n_hat < small`` are read as rows (:meth:`Source.batch`) and run the list route's
+    code for a class (:func:`~dpsql.core.scalefree.floor_exponent`, then
+    :func:`~dpsql.core.scalefree.quantile_ci`) before the others take the passes: the same law group by group
+    (each group's mechanisms, shares and inputs are the list route's; groups are independent), the same draws
+    when a class is all rows or all passes."""
     if p != 0.5:
-        return quantile(src, epsilon, rng, p)
+        return quantile(src, epsilon, rng, p, n_hat, small)
     n = np.asarray(src.sizes(), dtype=np.int64)
-    n_hat = noisy_count_of(n, SPLIT["count"] * epsilon, rng)
+    if n_hat is None:
+        n_hat = released_count(src, epsilon, rng)
     out = np.full(n.size, np.nan)
     for sp, idx in median_classes(n_hat, epsilon):
+        few = n_hat[idx] < small
+        if few.any():
+            rows = idx[few]
+            sub = src.batch(rows)
+            e = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[rows])
+            out[rows] = quantile_ci(sub, e, p, sp["em"] * epsilon, rng, None, 0, None)[0]
+            idx = idx[~few]
+        if not idx.size:
+            continue
         shifts = _shifts(n_hat[idx], p, sp["em"] * epsilon)
         e = _floor(src, idx, n_hat[idx], sp["bound"] * epsilon, rng, shifts[:, 0])
         k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, shifts)
@@ -521,27 +564,36 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
     return out
 
 
-def quantile(src: Source, epsilon: float, rng: Rng, p: float) -> np.ndarray:
+def quantile(src: Source, epsilon: float, rng: Rng, p: float, n_hat: np.ndarray | None = None,
+             small: float = 0.0) -> np.ndarray:
     """dp_quantile at p != 1/2, scalefree, without bounds: :func:`~dpsql.core.scalefree.run_quantile`'s
     ``_tail_quantiles`` for one p, step for step and draw for draw from a :class:`BatchSource`.  A count at
-    ``SPLIT_TAIL['count'] eps``; NULL below ``n_hat eps = NULL_BELOW['tail']``; then, routed on the released
-    count (post-processing), the wide groups (``n_hat min(p, 1 - p) eps >= ROUTE``: large groups) get the
-    floor at ``SPLIT_TAIL['bound'] eps`` (:meth:`Source.gap_histogram`) and the exponential mechanism at
-    ``(centre + em) eps`` on the log-uniform codes, centre 0 (the bucket and tail passes of :func:`median`,
-    sensitivity max(p, 1 - p)); the near groups (small released counts) run scalefree's near route (floor,
-    centre, centred octave-decaying codes) on their rows (:meth:`Source.batch`: the list route's input for
-    those groups only).  Same queries, same shares, same draws as the list route: cost epsilon (pure); the
-    privacy argument is scalefree's (the matching's law, item 2 of the module docstring)."""
+    ``SPLIT_TAIL['count'] eps`` (or ``n_hat``, :func:`released_count`); NULL below ``n_hat eps =
+    NULL_BELOW['tail']``; then, routed on the released count (post-processing), the wide groups (``n_hat min(p, 1
+    - p) eps >= ROUTE``: large groups) get the floor at ``SPLIT_TAIL['bound'] eps`` (:meth:`Source.gap_histogram`)
+    and the exponential mechanism at ``(centre + em) eps`` on the log-uniform codes, centre 0 (the bucket and tail
+    passes of :func:`median`, sensitivity max(p, 1 - p)); the near groups (small released counts) run scalefree's
+    near route (floor, centre, centred octave-decaying codes) on their rows (:meth:`Source.batch`: the list
+    route's input for those groups only).  ``small``: wide groups with ``n_hat < small`` run the wide route's list
+    code on their rows too, before the others (as :func:`median`).  Same queries, same shares, same draws as the
+    list route (when the wide groups are all rows or all passes): cost epsilon (pure); the privacy argument is
+    scalefree's (the matching's law, item 2 of the module docstring)."""
     if not 0.0 < p < 1.0 or p == 0.5:
         raise ValueError("quantile: 0 < p < 1, p != 1/2 (the median has its own route)")
     n = np.asarray(src.sizes(), dtype=np.int64)
-    n_hat = noisy_count_of(n, SPLIT_TAIL["count"] * epsilon, rng)
+    if n_hat is None:
+        n_hat = released_count(src, epsilon, rng, p)
     wide = n_hat * min(p, 1.0 - p) * epsilon >= ROUTE
     null = n_hat * epsilon < NULL_BELOW["tail"]
     out = np.full(n.size, np.nan)
-    idx = np.flatnonzero(wide & ~null)
+    share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
+    idx = np.flatnonzero(wide & ~null & (n_hat < small))
+    if idx.size:  # the wide route's list code on rows
+        sub = src.batch(idx)
+        ee = floor_exponent(sub, SPLIT_TAIL["bound"] * epsilon, rng, n_hat[idx])
+        out[idx] = quantile_ci(sub, ee, p, share, rng, None, 0, None)[0]
+    idx = np.flatnonzero(wide & ~null & (n_hat >= small))
     if idx.size:
-        share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
         shifts = _shifts(n_hat[idx], p, share)
         e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
         out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, shifts), e)

@@ -1,17 +1,35 @@
 """Summary plans, trusted mode (issue 17, first slice): ``run(con, sql)`` answers the default dp_median /
-dp_quantile(x, p) of a simple grouped query with native DuckDB passes over per-group summaries instead of
-shipping each group to Python with ``list(x)``; the mechanism runs in Python on the summaries
-(:mod:`dpsql.core.summary`, whose docstring has the design and the privacy argument).  Same output law as the
-list route (below: the matching's draws differ, its law does not).
+dp_quantile(x, p) of a simple grouped query with native DuckDB passes over per-group summaries for large groups
+and one rows pass for the small ones (the hybrid route, below) instead of shipping each group to Python with
+``list(x)``; the mechanism runs in Python on the summaries (:mod:`dpsql.core.summary`, whose docstring has the
+design and the privacy argument) or, for the small groups, on their rows.  Same output law as the list route
+(below: the matching's draws differ, its law does not).
 
 Compiled: ``SELECT k1, ..., dp_median(x, epsilon := e) [AS a], ... FROM <from> [WHERE ...] [GROUP BY k1, ...]``
 where every other select item is a GROUP BY expression, and each dp call is ``dp_median(x, epsilon := e)`` or
 ``dp_quantile(x, p, epsilon := e)`` (p a literal in (0, 1)) with at most ``method := 'scalefree'`` besides (no
 bounds, no interval).  At p != 1/2 (:func:`dpsql.core.summary.quantile`) the groups whose released count routes
-them "wide" (large groups) take the passes below; the "near" ones (small released counts) are fetched as rows in
-one more pass, run only when a released count routes a group there.
+them "wide" (large groups) take the passes below; the "near" ones (small released counts) are read as rows with
+the hybrid route's small groups.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors do not use this yet.
+
+Hybrid route (:data:`SMALL_ROWS`).  The count pass gives every call its released count first
+(:func:`dpsql.core.summary.released_count`, one draw per call, in the calls' order); the groups a call reads as
+rows (:func:`dpsql.core.summary.row_groups`: released count below SMALL_ROWS, and at p != 1/2 the near route's)
+of all calls on the same value expression come back in ONE rows pass (:meth:`DuckSource.fetch_rows`; none when
+no released count routes a group there).  Each call then continues from its released count
+(:func:`dpsql.core.summary.median` with ``n_hat``): per class the small groups run the list route's code for a
+class on their rows in Python (:func:`~dpsql.core.scalefree.floor_exponent` with the floor's Poisson rate, then
+:func:`~dpsql.core.scalefree.quantile_ci`), the others the passes below.  Why the law is the list route's: a
+group's release is a function of its rows and its own draws only (groups are disjoint, their mechanisms
+independent), and each group runs the list route's mechanisms with the list route's shares and inputs, on
+either side of the split (the passes: core.summary's argument; the rows: the list route's code itself).  The
+split is post-processing of the released count (as the classes and the rate classes), so the cost stays
+epsilon per group, the count drawn once.  Why a split: below FLOOR_KEEP rows the floor runs at rate 1, and the
+passes sort every row in a window and scan it three more times, where shipping the rows once and running the
+core in numpy is cheaper (10**4 groups of 10**3 rows: benchmarks/results/plans.md).  Timing: the split, the rows
+pass and the classes are functions of the released counts; the rows' Python work follows the groups' sizes.
 
 Passes per dp call: one count pass (shared by the calls' classes), then per class of groups (see the core
 module) a gap-histogram pass over a random matching (two per rate class below 1 when the floor is subsampled:
@@ -248,6 +266,11 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None)
 def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
     return t.column(col).to_numpy(zero_copy_only=False).astype(dtype)
 
+
+#: the hybrid route: a group whose released count is below this reads its rows in one pass (with every such group
+#: of the query's calls on the same value) and runs the list route's code in Python; larger groups take the
+#: summary passes (module docstring; the threshold is measured in benchmarks/results/plans.md)
+SMALL_ROWS = 2.0**14
 
 #: matching keys are streamed to DuckDB in batches of this many words
 KEY_BATCH = 1 << 20
@@ -570,8 +593,25 @@ class DuckSource:
         return g[start], b[start], np.add.reduceat(n, start).astype(np.int64)
 
     def batch(self, groups: np.ndarray) -> Batch:
-        """One pass: the valid rows of ``groups``, cleaned and sorted as the list route's input (the quantile's
-        near route, run only when a released count routes a group there)."""
+        """The valid rows of ``groups``, cleaned and sorted as the list route's input: from the rows fetched by
+        :meth:`fetch_rows` when they hold ``groups``, else one pass."""
+        have = getattr(self, "_fetched", None)
+        if have is not None and groups.size and np.isin(groups, have[0]).all():
+            return _take_groups(have[1], np.searchsorted(have[0], groups))
+        return self._batch(groups)
+
+    def fetch_rows(self, groups: np.ndarray) -> Batch:
+        """One pass: the rows of ``groups`` (ascending), kept for :meth:`batch` (the hybrid route: every
+        group any call of the query reads as rows, fetched once)."""
+        b = self._batch(groups)
+        self._fetched = (np.asarray(groups, dtype=np.int64), b)
+        return b
+
+    def share_rows(self, other: DuckSource) -> None:
+        """Serve :meth:`batch` from ``other``'s fetched rows (a call on the same value expression)."""
+        self._fetched = getattr(other, "_fetched", None)
+
+    def _batch(self, groups: np.ndarray) -> Batch:
         self._registered = []
         src = self._params(groups, {})
         t = self._run(f"SELECT p._g AS _g, _x FROM {src} WHERE {_VALID} ORDER BY _g")
@@ -611,6 +651,19 @@ class DuckSource:
         return table[which, slot]
 
 
+def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
+    """The sorted sub-batch of groups ``idx`` of the sorted batch ``s``."""
+    lo, hi = s.offsets[idx], s.offsets[idx + 1]
+    offsets = np.zeros(idx.size + 1, dtype=np.int64)
+    np.cumsum(hi - lo, out=offsets[1:])
+    if idx.size == s.groups and np.array_equal(idx, np.arange(s.groups)):
+        return s
+    take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
+    sub = Batch(s.values[take], offsets)
+    sub._sorted = sub
+    return sub
+
+
 def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Float bounds holding every value whose raw bucket at ``shift`` lies in [lo, hi] (inclusive, a superset:
     the passes filter exactly after)."""
@@ -639,13 +692,26 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
     groups = _fetch(con, f"SELECT {', '.join(f'_k{i}' for i in range(len(plan.keys))) + ', ' if keys else ''}"
                          f"{xs} FROM ({inner}) {'GROUP BY ALL' if keys else ''}")
     key_table = groups.select([f"_k{i}" for i in range(len(plan.keys))])
+    rows = _np(groups, "_rows")
+    srcs = [DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, rows) for j in range(len(plan.calls))]
+    n_hat = [core_summary.released_count(s, c.epsilon, rng, c.p) for s, c in zip(srcs, plan.calls, strict=True)]
+    fetched: dict[str, DuckSource] = {}  # the hybrid route: one rows pass per value expression
+    for value in dict.fromkeys(c.value for c in plan.calls):
+        js = [j for j, c in enumerate(plan.calls) if c.value == value]
+        few = [core_summary.row_groups(n_hat[j], plan.calls[j].epsilon, plan.calls[j].p, SMALL_ROWS) for j in js]
+        every = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *few]))
+        if every.size:
+            srcs[js[0]].fetch_rows(every)
+            fetched[value] = srcs[js[0]]
     out = []
     for j, call in enumerate(plan.calls):
-        src = DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, _np(groups, "_rows"))
+        src = srcs[j]
+        if call.value in fetched:
+            src.share_rows(fetched[call.value])
         if call.p == 0.5:
-            out.append(core_summary.median(src, call.epsilon, rng))
+            out.append(core_summary.median(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
         else:
-            out.append(core_summary.quantile(src, call.epsilon, rng, call.p))
+            out.append(core_summary.quantile(src, call.epsilon, rng, call.p, n_hat=n_hat[j], small=SMALL_ROWS))
     arrays, names = [], []
     for kind, i, name in plan.columns:
         names.append(name)

@@ -148,3 +148,53 @@ def test_first_buckets_are_the_raw_buckets() -> None:
             e = np.full(x.size, e0)
             want = summary.bucket_of(summary.raw_codes(x, e), summary.RAW_BITS - bits)
             assert np.array_equal(summary.first_buckets(x < 0, ex, m, e, np.full(x.size, bits)), want)
+
+
+class _Recording(summary.BatchSource):
+    """A reference source that records the groups read as rows."""
+
+    def __init__(self, batch: Batch) -> None:
+        super().__init__(batch)
+        self.read: list[np.ndarray] = []
+
+    def batch(self, groups: np.ndarray) -> Batch:
+        self.read.append(np.array(groups, copy=True))
+        return super().batch(groups)
+
+
+@pytest.mark.parametrize("trial", range(30))
+def test_hybrid_all_rows_is_the_list_route(trial: int, floor_sample: bool) -> None:
+    """``small`` above every released count: every group read as rows runs the list route's code, draw for draw
+    (the count continued from :func:`summary.released_count`); the groups read are :func:`summary.row_groups`."""
+    r = np.random.default_rng(3000 + trial)
+    lists = _lists(r)
+    if trial % 2:
+        lists.append(r.lognormal(2, 1, 5000))
+    b = Batch.from_lists(lists)
+    eps = float(r.choice([0.1, 1.0, 5.0]))
+    p = 0.5 if trial % 3 == 0 else float(r.choice([0.01, 0.1, 0.9, 0.999]))
+    params = Params(epsilon=eps, p=p)
+    want = run_quantile(b, budget_of(get_method("quantile", "scalefree"), params), params, Rng.seeded(trial))
+    src, rng = _Recording(b), Rng.seeded(trial)
+    n_hat = summary.released_count(src, eps, rng, p)
+    got = summary.median(src, eps, rng, p, n_hat=n_hat, small=np.inf)
+    assert np.array_equal(got, want, equal_nan=True)
+    read = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *src.read]))
+    assert np.array_equal(read, summary.row_groups(n_hat, eps, p, np.inf))
+
+
+@pytest.mark.parametrize("p", [0.5, 0.1, 0.9])
+@pytest.mark.parametrize("small", [0.0, 200.0, np.inf])
+def test_hybrid_spends_epsilon_per_group(p: float, small: float) -> None:
+    """Each group metered alone (tests/core/test_spending.py): the rows route and the passes spend exactly
+    epsilon (the count once, then the class's steps), or less when the group is NULL."""
+    from dpsql.core.spending import meter
+
+    r = np.random.default_rng(7)
+    for n in (0, 30, 150, 400, 3000):
+        for eps in (0.5, 2.0):
+            src = summary.BatchSource(Batch.from_lists([r.normal(5, 2, n)]))
+            with meter() as spent:
+                out = summary.median(src, eps, Rng.seeded(n), p, small=small)
+            got = spent.spent("pure")
+            assert got == pytest.approx(eps, rel=1e-9) or (np.isnan(out[0]) and got < eps), (n, eps, spent.describe())

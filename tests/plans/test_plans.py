@@ -97,7 +97,7 @@ def _one_thread(g: np.ndarray | None, x: np.ndarray) -> duckdb.DuckDBPyConnectio
     return con
 
 
-def _replay_case(trial: int, p: float) -> None:
+def _replay_case(trial: int, p: float, small: float = 0.0) -> None:
     r = np.random.default_rng(trial)
     G = int(r.integers(1, 5))
     gs, xs = [], []
@@ -113,7 +113,7 @@ def _replay_case(trial: int, p: float) -> None:
     order = got.column("g").to_pylist()
     pos = np.arange(x.size)
     src = _Replay([x[g == k] for k in order], [pos[g == k] for k in order])
-    want = summary.median(src, eps, Rng.seeded(trial)) if p == 0.5 else summary.quantile(src, eps, Rng.seeded(trial), p)
+    want = summary.median(src, eps, Rng.seeded(trial), p, small=small)
     assert np.array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want, equal_nan=True)
 
 
@@ -128,6 +128,14 @@ def test_same_releases_as_the_reference_on_the_same_matching(trial: int, floor_s
 def test_quantile_same_releases_as_the_reference_on_the_same_matching(trial: int, floor_sample: bool) -> None:
     """p != 1/2: wide groups through the passes, near groups through the rows pass, byte for byte."""
     _replay_case(100 + trial, [0.01, 0.1, 0.25, 0.75, 0.9, 0.999][trial % 6])
+
+
+@pytest.mark.parametrize("trial", range(24))
+def test_hybrid_same_releases_as_the_reference(trial: int, floor_sample: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid route (SMALL_ROWS 200: groups of 0-40 rows read as rows, of 300 and 3000 through the passes, the
+    split by released count): byte for byte core.summary's reference with the same ``small``."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", 200.0)
+    _replay_case(900 + trial, [0.5, 0.5, 0.1, 0.9][trial % 4], 200.0)
 
 
 @pytest.mark.parametrize("trial", range(12))
@@ -330,3 +338,97 @@ def test_production_route(sizes: tuple[int, int], sampled: bool, passes: int,
     # count, then one class: gaps (and the first bucket histogram; rate 1/4: coins and histogram, then the kept
     # rows' matching), two bucket passes, tails
     assert len(calls) == passes
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection, sql: str, rng: Rng
+                ) -> tuple[pa.Table, list[str]]:
+    """Run ``sql`` through the plans, recording every statement (registered names blanked)."""
+    import re
+
+    calls: list[str] = []
+    fetch = plans._fetch
+
+    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
+        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
+        return fetch(c, q, params)
+
+    monkeypatch.setattr(plans, "_fetch", counting)
+    try:
+        return plans.run(con, sql, rng), calls
+    finally:
+        monkeypatch.setattr(plans, "_fetch", fetch)
+
+
+def test_hybrid_one_rows_pass_for_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp_median and dp_quantile(0.9) on one value, groups of 50, 400 and 6,000 rows, SMALL_ROWS 1000: the small
+    groups of both calls come back in one rows pass (the statement ending in ORDER BY _g), the large group takes the
+    passes per call; the releases are the reference's (counts of both calls first, then each call)."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", 1000.0)
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", False)
+    r = np.random.default_rng(4)
+    sizes = (50, 400, 6000)
+    g = np.repeat(np.arange(3), sizes)
+    x = r.lognormal(0, 1, g.size)
+    got, calls = _statements(monkeypatch, _one_thread(g, x), "SELECT g, dp_median(x, epsilon := 2.0) AS m, "
+                             "dp_quantile(x, 0.9, epsilon := 2.0) AS q FROM t GROUP BY g", Rng.seeded(4))
+    assert sum(q.endswith("ORDER BY _g") for q in calls) == 1
+    # count, rows, then per call gaps, two buckets, tails
+    assert len(calls) == 2 + 2 * 4
+    order = got.column("g").to_pylist()
+    pos = np.arange(x.size)
+    src = [_Replay([x[g == k] for k in order], [pos[g == k] for k in order]) for _ in range(2)]
+    rng = Rng.seeded(4)
+    n_hat = [summary.released_count(s, 2.0, rng, p) for s, p in zip(src, (0.5, 0.9), strict=True)]
+    want = [summary.median(s, 2.0, rng, p, n_hat=h, small=1000.0) for s, p, h in zip(src, (0.5, 0.9), n_hat,
+                                                                                       strict=True)]
+    for col, w in zip(("m", "q"), want, strict=True):
+        assert np.array_equal(got.column(col).to_numpy(zero_copy_only=False).astype(float), w, equal_nan=True)
+
+
+def test_hybrid_passes_do_not_depend_on_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid route (SMALL_ROWS 500, FLOOR_KEEP 64): the same group sizes and the same generator give the same
+    statements, whatever the values (tame, or +-1e300, +-inf, huge integers, subnormals and a far outlier): the
+    split is by released counts only, the rows pass and the passes by sizes and released values."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", 500.0)
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", True)
+    monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
+    sizes = (30, 300, 480, 520, 3000)
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    r = np.random.default_rng(9)
+    tame = r.normal(0, 1, g.size)
+    wild = r.choice([v for v in EXTREME if not np.isnan(v)], g.size)
+    wild[5] = 1e15
+    for p in (0.5, 0.1):
+        call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p}, "
+        sql = f"SELECT g, {call}epsilon := 1.0) AS m FROM t GROUP BY g"
+        runs = [_statements(monkeypatch, _one_thread(g, x), sql, Rng.seeded(9))[1] for x in (tame, wild)]
+        assert runs[0] == runs[1] and any(q.endswith("ORDER BY _g") for q in runs[0])
+        assert any("_tag" in q for q in runs[0])
+
+
+@pytest.mark.parametrize("p", [0.5, 0.9])
+def test_hybrid_same_law_as_the_list_route(p: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SMALL_ROWS at the groups' size (60 rows, eps 1: the released count sends about half the groups each way):
+    the releases pass KS and chi2 against the list route (600 runs)."""
+    from scipy.stats import chi2_contingency, ks_2samp
+
+    monkeypatch.setattr(plans, "SMALL_ROWS", 60.0)
+    d = np.random.default_rng(13).lognormal(0, 2, 60)
+    runs, eps = 800, 1.0 if p == 0.5 else 5.0  # at p = 0.9, eps 5 routes 60 rows wide
+    g = np.repeat(np.arange(runs), d.size)
+    con = duckdb.connect()
+    con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
+    call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p}, "
+    a = plans.run(con, f"SELECT g, {call}epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(6))
+    a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
+    params = Params(epsilon=eps, p=p)
+    b = run_quantile(Batch.from_lists([d] * runs), budget_of(get_method("quantile", "scalefree"), params), params,
+                     Rng.seeded(7))
+    fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+    assert abs(fa.size - fb.size) < 6 * np.sqrt(runs) + 1
+    assert ks_2samp(fa, fb).pvalue > 1e-3
+    edges = np.unique(np.quantile(np.concatenate([fa, fb]), np.linspace(0, 1, 11)[1:-1]))
+    table = np.array([np.bincount(np.searchsorted(edges, f), minlength=edges.size + 1) for f in (fa, fb)])
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] > 1:
+        assert chi2_contingency(table).pvalue > 1e-3

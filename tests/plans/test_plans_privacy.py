@@ -11,6 +11,11 @@ gap histogram by n/2 between neighbours.  An empty group is a group of one NULL 
 dp_quantile at p = 0.1 and 0.9: the extreme pairs at epsilon 1 (near route) and at the largest epsilon (wide
 route), one pair at the smallest.  The floor on a Poisson subsample (FLOOR_KEEP forced to 8 so that the 40-row
 groups subsample): the extreme pairs at the smallest, unit and largest epsilon, the integer columns, doubled values.
+The hybrid route (``plans.SMALL_ROWS`` 41: a 40-row D and its 41-row neighbour are read as rows or take the
+passes by their released count, about half each way at epsilon 1, D rows and D' passes at the largest): the
+extreme pairs at the smallest, unit and largest epsilon, with the floor whole and subsampled, dp_quantile at p =
+0.1 and 0.9, the integer columns and doubled values.  (Elsewhere in tests/plans every group takes the passes:
+tests/plans/conftest.py.)
 """
 
 from __future__ import annotations
@@ -126,3 +131,38 @@ def test_extreme_neighbours_with_the_floor_subsampled(pair: str, epsilon: float,
 def test_integer_columns_with_the_floor_subsampled(case: str, sampled_floor: None) -> None:
     sqltype, d, d2 = EXTRA[case]
     assert _eps(sqltype, d, d2, 1.0, _seed(case, "sampled")) <= 1.0
+
+
+HYBRID_PAIRS = ("empty_vs_one", "one_at_+1e300", "one_at_-inf", "bigint_max", "hugeint_min", "subnormal",
+                "far_outlier_1e15", "equal_plus_far", "two_far_clusters")
+
+
+@pytest.fixture(params=["floor_whole", "floor_sampled"])
+def hybrid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The hybrid route at SMALL_ROWS 41 (module docstring), the passes' floor on every row or (FLOOR_KEEP 8) on
+    a Poisson subsample."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", 41.0)
+    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", request.param == "floor_sampled")
+    monkeypatch.setattr(scalefree, "FLOOR_KEEP", 8.0)
+    return request.param
+
+
+@pytest.mark.parametrize("epsilon", [1.0, MIN_EPSILON, MAX_EPSILON])
+@pytest.mark.parametrize("pair", HYBRID_PAIRS)
+def test_extreme_neighbours_on_the_hybrid_route(pair: str, epsilon: float, hybrid: str) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, hybrid)) <= epsilon
+
+
+@pytest.mark.parametrize("epsilon", [1.0, MAX_EPSILON])
+@pytest.mark.parametrize("p", [0.1, 0.9])
+@pytest.mark.parametrize("pair", ("one_at_+inf", "far_outlier_1e15", "two_far_clusters"))
+def test_quantile_extreme_neighbours_on_the_hybrid_route(pair: str, p: float, epsilon: float, hybrid: str) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, p, epsilon, hybrid), p) <= epsilon
+
+
+@pytest.mark.parametrize("case", list(EXTRA))
+def test_integer_columns_on_the_hybrid_route(case: str, hybrid: str) -> None:
+    sqltype, d, d2 = EXTRA[case]
+    assert _eps(sqltype, d, d2, 1.0, _seed(case, hybrid)) <= 1.0
