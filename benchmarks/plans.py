@@ -10,7 +10,8 @@ rounds): the fixed shifts 36, 24, 12, 0 of before, the per-group ladder (core.su
 pass on its own, and with the first bucket histogram counted in the gap pass's scan (the default): total time, the
 gap and bucket passes' time, and the large class's gap and bucket passes one by one.  ``--floor-ab ROWS GROUPS``:
 the floor on every row vs on a Poisson subsample (scalefree.FLOOR_SAMPLE off / on), alternating fresh processes,
-list and summary routes (``--reps`` rounds).
+list and summary routes (``--reps`` rounds).  ``--small-ab ROWS GROUPS...``: the summary route with every group
+through the passes vs every group read as rows (plans.SMALL_ROWS 0 vs inf), alternating fresh processes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import json, resource, sys, time
 import duckdb, dpsql
 from dpsql import plans
 rows, groups, route = int(float(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
+if len(sys.argv) > 4:  # --small-ab: the hybrid route's threshold
+    plans.SMALL_ROWS = float(sys.argv[4])
 con = dpsql.install(duckdb.connect())
 x = "exp(sqrt(-2 * ln(random())) * cos(6.283185307179586 * random()))"  # lognormal(0, 1)
 con.execute(f"CREATE TABLE t AS SELECT (random() * {groups})::BIGINT AS g, {x} AS x FROM range({rows})")
@@ -175,6 +178,24 @@ def floor_ab(rows: str, groups: int, reps: int) -> None:
         print(f"| {route} | {floor} | {s[0]:.2f}-{s[-1]:.2f} | {mb[0]:.0f}-{mb[-1]:.0f} |", flush=True)
 
 
+def small_ab(rows: str, groups: list[int], reps: int) -> None:
+    """The summary route with every group through the passes (SMALL_ROWS 0) vs every group read as rows (inf),
+    alternating fresh processes per group count (``--reps`` rounds): where the hybrid's threshold belongs."""
+    print(f"| {float(rows):.0e} rows: groups | rows per group | passes s | rows s | passes MB | rows MB |\n"
+          "|---|---|---|---|---|---|")
+    for g in groups:
+        cells: dict[str, list] = {}
+        for _ in range(reps):
+            for small in ("0", "inf"):
+                out = subprocess.run([sys.executable, "-c", CHILD, rows, str(g), "summary", small],
+                                     capture_output=True, text=True, check=True).stdout
+                cells.setdefault(small, []).append(json.loads(out.strip().splitlines()[-1]))
+        s = {k: sorted(r["s"] for r in v) for k, v in cells.items()}
+        mb = {k: max(r["peak_mb"] - r["base_mb"] for r in v) for k, v in cells.items()}
+        print(f"| {g} | {float(rows) / g:.0f} | {s['0'][0]:.2f}-{s['0'][-1]:.2f} | {s['inf'][0]:.2f}-{s['inf'][-1]:.2f}"
+              f" | {mb['0']:.0f} | {mb['inf']:.0f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", nargs="+", default=["1e6", "1e7"])
@@ -183,6 +204,7 @@ def main() -> None:
     ap.add_argument("--profile", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--ladder-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--floor-ab", nargs=2, metavar=("ROWS", "GROUPS"))
+    ap.add_argument("--small-ab", nargs="+", metavar="ROWS GROUPS")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
     if a.ladder_ab:
@@ -190,6 +212,9 @@ def main() -> None:
         return
     if a.floor_ab:
         floor_ab(a.floor_ab[0], int(a.floor_ab[1]), max(a.reps, 1))
+        return
+    if a.small_ab:
+        small_ab(a.small_ab[0], [int(g) for g in a.small_ab[1:]], max(a.reps, 1))
         return
     if a.profile:
         profile(int(float(a.profile[0])), int(a.profile[1]))

@@ -106,6 +106,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import sqlglot
 from sqlglot import exp
 
@@ -612,12 +613,17 @@ class DuckSource:
         self._fetched = getattr(other, "_fetched", None)
 
     def _batch(self, groups: np.ndarray) -> Batch:
+        """One pass: each group's valid values as a list (a hash aggregate, the list route's shape: 10**7 rows in
+        10**4 groups 0.85-1.0 s, against 1.4-1.8 s for the rows ordered by group), sorted in numpy per group."""
         self._registered = []
         src = self._params(groups, {})
-        t = self._run(f"SELECT p._g AS _g, _x FROM {src} WHERE {_VALID} ORDER BY _g")
-        g = _np(t, "_g")
-        offsets = np.searchsorted(g, np.arange(groups.size + 1, dtype=np.int64)).astype(np.int64)
-        return clean(t.column("_x").to_numpy(zero_copy_only=False).astype(np.float64), offsets).sorted()
+        t = self._run(f"SELECT p._g AS _g, list(_x) AS _v FROM {src} WHERE {_VALID} GROUP BY p._g ORDER BY p._g")
+        col = t.column("_v").combine_chunks()
+        sizes = np.zeros(groups.size, dtype=np.int64)
+        sizes[_np(t, "_g")] = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
+        offsets = np.zeros(groups.size + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return clean(col.flatten().to_numpy(zero_copy_only=False).astype(np.float64), offsets).sorted()
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
