@@ -271,7 +271,7 @@ def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
 #: the hybrid route: a group whose released count is below this reads its rows in one pass (with every such group
 #: of the query's calls on the same value) and runs the list route's code in Python; larger groups take the
 #: summary passes (module docstring; the threshold is measured in benchmarks/results/plans.md)
-SMALL_ROWS = 2.0**14
+SMALL_ROWS = 2.0**16
 
 #: matching keys are streamed to DuckDB in batches of this many words
 KEY_BATCH = 1 << 20
@@ -623,7 +623,7 @@ class DuckSource:
         sizes[_np(t, "_g")] = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
         offsets = np.zeros(groups.size + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        return clean(col.flatten().to_numpy(zero_copy_only=False).astype(np.float64), offsets).sorted()
+        return clean(col.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False), offsets).sorted()
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
@@ -658,12 +658,15 @@ class DuckSource:
 
 
 def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
-    """The sorted sub-batch of groups ``idx`` of the sorted batch ``s``."""
+    """The sorted sub-batch of groups ``idx`` (ascending) of the sorted batch ``s``: a view when they are
+    consecutive."""
     lo, hi = s.offsets[idx], s.offsets[idx + 1]
     offsets = np.zeros(idx.size + 1, dtype=np.int64)
     np.cumsum(hi - lo, out=offsets[1:])
-    if idx.size == s.groups and np.array_equal(idx, np.arange(s.groups)):
-        return s
+    if idx.size and idx[-1] - idx[0] == idx.size - 1:
+        sub = Batch(s.values[lo[0]:hi[-1]], offsets)
+        sub._sorted = sub
+        return sub
     take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
     sub = Batch(s.values[take], offsets)
     sub._sorted = sub

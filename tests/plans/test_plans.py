@@ -409,10 +409,11 @@ def test_hybrid_passes_do_not_depend_on_the_values(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("p", [0.5, 0.9])
 def test_hybrid_same_law_as_the_list_route(p: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """SMALL_ROWS at the groups' size (60 rows, eps 1: the released count sends about half the groups each way):
-    the releases pass KS and chi2 against the list route (600 runs)."""
+    the releases pass KS and chi2 against the list route (800 runs; the rows route in chunks)."""
     from scipy.stats import chi2_contingency, ks_2samp
 
     monkeypatch.setattr(plans, "SMALL_ROWS", 60.0)
+    monkeypatch.setattr(summary, "ROWS_CHUNK", 5000.0)  # the rows route in chunks of ~80 groups
     d = np.random.default_rng(13).lognormal(0, 2, 60)
     runs, eps = 800, 1.0 if p == 0.5 else 5.0  # at p = 0.9, eps 5 routes 60 rows wide
     g = np.repeat(np.arange(runs), d.size)

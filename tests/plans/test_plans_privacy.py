@@ -28,7 +28,7 @@ import pyarrow as pa
 import pytest
 
 from dpsql import plans
-from dpsql.core import scalefree
+from dpsql.core import scalefree, summary
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.noise import Rng
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
@@ -139,9 +139,10 @@ HYBRID_PAIRS = ("empty_vs_one", "one_at_+1e300", "one_at_-inf", "bigint_max", "h
 
 @pytest.fixture(params=["floor_whole", "floor_sampled"])
 def hybrid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The hybrid route at SMALL_ROWS 41 (module docstring), the passes' floor on every row or (FLOOR_KEEP 8) on
-    a Poisson subsample."""
+    """The hybrid route at SMALL_ROWS 41 (module docstring), its rows in chunks (ROWS_CHUNK 1000), the passes'
+    floor on every row or (FLOOR_KEEP 8) on a Poisson subsample."""
     monkeypatch.setattr(plans, "SMALL_ROWS", 41.0)
+    monkeypatch.setattr(summary, "ROWS_CHUNK", 1000.0)  # the rows route in chunks of ~25 groups
     monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", request.param == "floor_sampled")
     monkeypatch.setattr(scalefree, "FLOOR_KEEP", 8.0)
     return request.param
