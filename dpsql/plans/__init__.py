@@ -270,7 +270,9 @@ def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
 
 #: the hybrid route: a group whose released count is below this reads its rows in one pass (with every such group
 #: of the query's calls on the same value) and runs the list route's code in Python; larger groups take the
-#: summary passes (module docstring; the threshold is measured in benchmarks/results/plans.md)
+#: summary passes (module docstring).  Measured (benchmarks/results/plans.md, --small-ab): rows are 1.8-2.6x
+#: faster below it at similar memory; above it the passes are within ~1.5x of the rows' time at 1/2-1/4 of the
+#: memory (the floor subsampled), and faster from ~10**6 rows per group
 SMALL_ROWS = 2.0**16
 
 #: matching keys are streamed to DuckDB in batches of this many words
