@@ -130,7 +130,7 @@ class Source(Protocol):
 
     def batch(self, groups: np.ndarray) -> Batch:
         """The rows of ``groups`` as a sorted, cleaned Batch (the list route's input), for the quantile's near
-        route (small released counts only)."""
+        route and the hybrid's small groups (small released counts only: :func:`row_groups`)."""
 
 
 RAW_BITS = 36  # mantissa bits of the raw codes (scalefree's M_BITS; every measure's cells are unions of these)
