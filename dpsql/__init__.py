@@ -13,7 +13,7 @@ from .errors import PrivacyError
 
 __version__ = "0.1.0"
 
-__all__ = ["install", "connect", "admin", "privacy_cost", "PrivacyError", "ParameterError", "Privacy"]
+__all__ = ["install", "sql", "connect", "admin", "privacy_cost", "PrivacyError", "ParameterError", "Privacy"]
 
 
 def install(con, **kwargs):  # noqa: ANN001 - duckdb connection
@@ -21,6 +21,15 @@ def install(con, **kwargs):  # noqa: ANN001 - duckdb connection
     from .duck import install as _install
 
     return _install(con, **kwargs)
+
+
+def sql(con, query: str):  # noqa: ANN001, ANN201 - duckdb connection, pyarrow Table
+    """Run ``query`` in trusted mode and return a pyarrow Table: dp_median / dp_quantile of a simple grouped query
+    through summary plans (native DuckDB passes, :mod:`dpsql.plans`, the same law as the macros), anything else
+    as written through the macros (``install(con)`` first)."""
+    from .plans import run as _run
+
+    return _run(con, query)
 
 
 def connect(database: str, analyst: str, **kwargs):  # noqa: ANN201

@@ -305,6 +305,21 @@ def test_falls_back_to_the_macros() -> None:
     assert got.num_rows == 1 and 150 < got.column("m")[0].as_py() < 350
 
 
+def test_the_trusted_entry_point_is_the_plans() -> None:
+    """dpsql.sql(con, query): compiled queries through the plans, the rest through the macros."""
+    import dpsql
+
+    con = dpsql.install(duckdb.connect())
+    con.execute("CREATE TABLE t AS SELECT (range % 3)::INTEGER AS g, range::DOUBLE AS x FROM range(3000)")
+    q = "SELECT g, dp_median(x, epsilon := 1) AS m FROM t GROUP BY g"
+    assert plans.compile_query(q) is not None
+    got = dpsql.sql(con, q)
+    assert sorted(got.column("g").to_pylist()) == [0, 1, 2]
+    assert all(500 < v < 2500 for v in got.column("m").to_pylist())
+    got = dpsql.sql(con, "SELECT dp_mean(x, epsilon := 1) AS m FROM t")
+    assert got.num_rows == 1 and 500 < got.column("m")[0].as_py() < 2500
+
+
 def test_bad_epsilon_names_the_argument() -> None:
     with pytest.raises(plans.ParameterError, match="epsilon"):
         plans.compile_query("SELECT dp_median(x, epsilon := -1) FROM t")
