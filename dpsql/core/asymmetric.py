@@ -64,7 +64,7 @@ from ..noise import Rng, failures_before_success
 from .accounting import Privacy
 from .batch import Batch
 from .helpers import B_MIN, bounded
-from .intervals import dlap_quantile, tail_shells
+from .intervals import dlap_quantile, tail_index, tail_shells
 from .primitives import WIDE, fixed_point_grid, need_wide, noisy_count, per_row, pow2_floor, release_sum
 from .ranges import mean_range, radius
 from .registry import Method, Params
@@ -631,7 +631,6 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
     from . import scalefree as sf  # the scale-free median; scalefree does not import this module
 
     sp = SPLIT_VAR_CI
-    G = s.groups
     e = sf.floor_exponent(s, sp["floor"] * eps, rng, n_hat)
     c = sf.centre(s, e, sp["centre"] * eps, rng)
     eps_r = sp["radius"] * eps
@@ -653,19 +652,11 @@ def _tail_upper(s: Batch, n_hat: np.ndarray, eps: float, alpha: float, rng: Rng)
     n_lo, n_hi = n_hat - k_n, np.maximum(n_hat + k_n, 1.0)
     sens, gamma = fixed_point_grid(R2)
     w = (dlap_quantile(np.ceil(sens / gamma + 0.5) / eps_s, alpha / 4.0) + n_hi / 2.0) * gamma
-    # the tail: N rows beyond R (noisy, floored at 1), N_hi its upper bound at alpha / 4 over the shells; the
-    # index a point estimate from the shells (a lower confidence bound left 95-100 % of light-tailed groups at
-    # n eps ~ 1e3 with no finite end: the rows beyond R are about as few as the shells' noise)
-    k_t = dlap_quantile(1.0 / eps_t, alpha / 4.0 / len(noisy))
-    N = np.maximum(noisy[0], 1.0)
-    N_hi = np.maximum(noisy[0] + k_t, 1.0)
-    a = np.full(G, -np.inf)
+    # the tail: its index a point estimate from the shells, N_hi the rows beyond R at most (alpha / 4); a lower
+    # confidence bound on the index left 95-100 % of light-tailed groups at n eps ~ 1e3 with no finite end (the
+    # rows beyond R are about as few as the shells' noise)
+    a, N_hi = tail_index(noisy, VAR_IN, n_hat, eps_t, alpha / 4.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for j, r in enumerate(VAR_IN):
-            inner = sum(noisy[: j + 2])  # rows beyond R / r
-            # the shell must lie in the tail: with half the rows or more beyond R / r (c off the data, or R in
-            # the bulk at small n eps) the ratio measures the bulk, not the tail
-            a = np.where(inner <= n_hat / 2.0, np.fmax(a, np.log(np.maximum(inner, 1.0) / N) / math.log(r)), a)
         thin = a > VAR_TAIL_MIN
         a = np.minimum(np.where(thin, a, VAR_TAIL_CAP), VAR_TAIL_CAP)
         # the mean excess of N_hi Pareto(a) squares over R**2, plus the largest one's (1 - alpha / 4)-quantile

@@ -36,6 +36,8 @@ count vector, charged once).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..noise import Rng, discrete_laplace
@@ -103,3 +105,21 @@ def tail_shells(s: Batch, d: np.ndarray, R: np.ndarray, ratios: tuple[float, ...
     exact = [beyond(R)] + [beyond(R / r) for r in ratios]
     shells = [exact[0]] + [exact[j + 1] - exact[j] for j in range(len(ratios))]
     return [(h + discrete_laplace(1.0 / eps_t, rng, G)).astype(np.float64) for h in shells]
+
+
+def tail_index(noisy: list[np.ndarray], ratios: tuple[float, ...], n_hat: np.ndarray, eps_t: float, alpha: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Post-processing of :func:`tail_shells`' counts (radii ``R / ratios``): ``(a, N_hi)`` per group.  ``a =
+    max_r ln(M_r / N) / ln r``, N the rows beyond R and M_r the rows beyond R / r (noisy, floored at 1), over
+    the radii with ``M_r <= n_hat / 2`` (else the shell lies in the bulk, e.g. a centre off the data, and the
+    ratio measures the bulk, not the tail): a point estimate of the tail's Pareto index, -inf where no radius
+    qualifies.  ``N_hi``: N's upper bound, missed with probability ``alpha`` over all the shells' noise (exact
+    discrete-Laplace quantiles), floored at 1.  The tail tests of dp_sum_ci and dp_var_ci read these."""
+    k_t = dlap_quantile(1.0 / eps_t, alpha / len(noisy))
+    N = np.maximum(noisy[0], 1.0)
+    a = np.full(N.size, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for j, r in enumerate(ratios):
+            inner = sum(noisy[: j + 2])  # rows beyond R / r
+            a = np.where(inner <= n_hat / 2.0, np.fmax(a, np.log(np.maximum(inner, 1.0) / N) / math.log(r)), a)
+    return a, np.maximum(noisy[0] + k_t, 1.0)

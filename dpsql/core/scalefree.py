@@ -57,7 +57,7 @@ from .batch import DOMAIN, Batch
 from .helpers import B_MIN, amplified, subsample
 from .helpers import bounded as _bounded
 from .helpers import intersect as _intersect
-from .intervals import EM_SLACK, dlap_quantile, ratio_interval, tail_shells
+from .intervals import EM_SLACK, dlap_quantile, ratio_interval, tail_index, tail_shells
 from .primitives import GridCodes, fixed_point_grid, noisy_count, per_row, pow2_floor, rank_em, release_sum
 from .ranges import iqr_lower_bound, radius
 from .registry import Method, Params
@@ -687,18 +687,11 @@ def _sum_tail(sub: Batch, c: np.ndarray, half: np.ndarray, n_hat: np.ndarray, ep
     ruled by its largest rows), ``N_hi`` the noisy count's upper bound at alpha / 4 over the shells.  A point
     estimate, not a lower confidence bound: with one (measured, benchmarks/intervals.py), the noisy counts
     beyond R (about OUTSIDE / eps_scan rows, as few as the noise) left most groups with no finite bound."""
-    G = sub.groups
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(sub.values - per_row(c, sub.offsets))
     noisy = tail_shells(sub, d, half, SUM_TAIL_IN, eps_t, rng, "dp_sum_ci tail shells (disjoint counts)")
-    k_t = dlap_quantile(1.0 / eps_t, alpha / 4.0 / len(noisy))
-    N = np.maximum(noisy[0], 1.0)
-    N_hi = np.maximum(noisy[0] + k_t, 1.0)
-    a = np.full(G, -np.inf)
+    a, N_hi = tail_index(noisy, SUM_TAIL_IN, n_hat, eps_t, alpha / 4.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for j, r in enumerate(SUM_TAIL_IN):
-            inner = sum(noisy[: j + 2])
-            a = np.where(inner <= n_hat / 2.0, np.fmax(a, np.log(np.maximum(inner, 1.0) / N) / math.log(r)), a)
         thin = a > SUM_TAIL_MIN
         a = np.where(thin, a, 2.0)  # unused where not thin
         top = np.maximum((N_hi / (alpha / 4.0)) ** (1.0 / a) - 1.0, 0.0)
