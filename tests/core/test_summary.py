@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsql.core import Params, get_method, scalefree, summary
+from dpsql.core import Params, get_method, summary
 from dpsql.core.batch import Batch
 from dpsql.core.primitives import ceil_log2
 from dpsql.core.ranges import iqr_lower_bound, random_pairs
@@ -15,18 +15,6 @@ from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import E_MIN, E_TOP, FloatCodes, run_quantile
 from dpsql.noise import Rng
 from dpsql.testing import random_ladder
-
-
-@pytest.fixture(params=["floor_whole", "floor_sampled"])
-def floor_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Both floors: on every row (FLOOR_SAMPLE off) and on a Poisson subsample (on, FLOOR_KEEP = 64, so that
-    groups of a few hundred rows run at rates 1/2 to 1/64)."""
-    on = request.param == "floor_sampled"
-    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", on)
-    if on:
-        monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
-    return on
-
 
 EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, 5e-324, 2.0**-1060]
 

@@ -38,17 +38,6 @@ def _group(r: np.random.Generator, n: int) -> np.ndarray:
     return r.normal(1e6, 10, n)
 
 
-@pytest.fixture(params=["floor_whole", "floor_sampled"])
-def floor_sample(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Both floors: on every row (FLOOR_SAMPLE off) and on a Poisson subsample (on, FLOOR_KEEP = 64, so that
-    groups of a few hundred rows run at rates 1/2 to 1/64)."""
-    on = request.param == "floor_sampled"
-    monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", on)
-    if on:
-        monkeypatch.setattr(scalefree, "FLOOR_KEEP", 64.0)
-    return on
-
-
 def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
     params = Params(epsilon=eps, p=0.5)
     return run_quantile(Batch.from_lists(lists), budget_of(get_method("quantile", "scalefree"), params), params,
