@@ -252,6 +252,22 @@ def test_same_law_as_the_list_route(name: str, floor_sample: bool) -> None:
         assert chi2_contingency(table).pvalue > 1e-3
 
 
+def _both_routes(d: np.ndarray, runs: int, p: float, eps: float, seed_plans: int, seed_list: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The answered releases of ``runs`` groups holding ``d`` each, through the plans (dp_median at p = 1/2, else
+    dp_quantile) and through the list route's run_quantile, each from its own seeded generator."""
+    g = np.repeat(np.arange(runs), d.size)
+    con = duckdb.connect()
+    con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
+    call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p}, "
+    a = plans.run(con, f"SELECT g, {call}epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(seed_plans))
+    a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
+    params = Params(epsilon=eps, p=p)
+    b = run_quantile(Batch.from_lists([d] * runs), budget_of(get_method("quantile", "scalefree"), params), params,
+                     Rng.seeded(seed_list))
+    return a[~np.isnan(a)], b[~np.isnan(b)]
+
+
 @pytest.mark.parametrize("p", [0.1, 0.9])
 def test_quantile_same_law_as_the_list_route(p: float) -> None:
     """p != 1/2 on groups of 60 (the near route at eps 1) and of 3000 (the wide route): KS per size."""
@@ -260,15 +276,7 @@ def test_quantile_same_law_as_the_list_route(p: float) -> None:
     r = np.random.default_rng(12)
     runs = 600
     for d, eps in ((r.lognormal(0, 2, 60), 1.0), (r.normal(5, 1, 3000), 1.0)):
-        g = np.repeat(np.arange(runs), d.size)
-        con = duckdb.connect()
-        con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
-        a = plans.run(con, f"SELECT g, dp_quantile(x, {p}, epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(3))
-        a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
-        params = Params(epsilon=eps, p=p)
-        b = run_quantile(Batch.from_lists([d] * runs), budget_of(get_method("quantile", "scalefree"), params), params,
-                         Rng.seeded(4))
-        fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+        fa, fb = _both_routes(d, runs, p, eps, 3, 4)
         assert abs(fa.size - fb.size) < 6 * np.sqrt(runs) + 1
         assert ks_2samp(fa, fb).pvalue > 1e-3, (p, d.size)
 
@@ -420,16 +428,7 @@ def test_hybrid_same_law_as_the_list_route(p: float, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(summary, "ROWS_CHUNK", 5000.0)  # the rows route in chunks of ~80 groups
     d = np.random.default_rng(13).lognormal(0, 2, 60)
     runs, eps = 800, 1.0 if p == 0.5 else 5.0  # at p = 0.9, eps 5 routes 60 rows wide
-    g = np.repeat(np.arange(runs), d.size)
-    con = duckdb.connect()
-    con.register("t", pa.table({"g": g, "x": np.tile(d, runs)}))
-    call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p}, "
-    a = plans.run(con, f"SELECT g, {call}epsilon := {eps}) AS m FROM t GROUP BY g", Rng.seeded(6))
-    a = a.column("m").to_numpy(zero_copy_only=False).astype(float)
-    params = Params(epsilon=eps, p=p)
-    b = run_quantile(Batch.from_lists([d] * runs), budget_of(get_method("quantile", "scalefree"), params), params,
-                     Rng.seeded(7))
-    fa, fb = a[~np.isnan(a)], b[~np.isnan(b)]
+    fa, fb = _both_routes(d, runs, p, eps, 6, 7)
     assert abs(fa.size - fb.size) < 6 * np.sqrt(runs) + 1
     assert ks_2samp(fa, fb).pvalue > 1e-3
     edges = np.unique(np.quantile(np.concatenate([fa, fb]), np.linspace(0, 1, 11)[1:-1]))
