@@ -24,6 +24,7 @@ each run rewrites ``floor_sample.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -57,6 +58,29 @@ def _runs(n: int) -> int:
     return 200 if n <= 10000 else 100
 
 
+@contextlib.contextmanager
+def _floor(on: bool):  # noqa: ANN202
+    """``scalefree.FLOOR_SAMPLE = on`` inside, the module's own setting (the default) restored after."""
+    was = S.FLOOR_SAMPLE
+    S.FLOOR_SAMPLE = on
+    try:
+        yield
+    finally:
+        S.FLOOR_SAMPLE = was
+
+
+def _replicated(datasets: list, ns: list[int]):  # noqa: ANN202
+    """(dataset, n, exact answers, presorted batch of ``_runs(n)`` copies) for each dataset's n in ``ns``."""
+    for d in datasets:
+        for n in d.sizes(ns):
+            if n not in ns:
+                continue
+            x = d.sample(n)
+            b = replicate(x, _runs(n))
+            b.presort()
+            yield d, n, exact(x), b
+
+
 def _floors(b, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The median route's floor exponent per group (NaN where NULL) and the floor's rate (ON)."""
     rng = Rng.seeded(seed)
@@ -78,8 +102,8 @@ def part_floor(datasets: list, out: dict) -> None:
                 cell = {}
                 got = {}
                 for on in (False, True):
-                    S.FLOOR_SAMPLE = on
-                    e, eta = _floors(b, eps, _seed("floor", d.label, n, eps))
+                    with _floor(on):
+                        e, eta = _floors(b, eps, _seed("floor", d.label, n, eps))
                     got[on] = e
                     ok = e[~np.isnan(e)]
                     gap = math.log2(iqr) - ok if iqr > 0 else np.full(ok.size, np.nan)
@@ -87,7 +111,6 @@ def part_floor(datasets: list, out: dict) -> None:
                         "e": float(np.median(ok)), "gap": [float(np.percentile(gap, q)) for q in (10, 50, 90)],
                         "fail": float(np.mean(np.ldexp(1.0, ok.astype(np.int64)) > iqr)),
                         "eta": float(np.nanmedian(eta)), "null": float(np.mean(np.isnan(e)))}
-                S.FLOOR_SAMPLE = False
                 # ON is OFF (same draws) where every group had rate 1; equal exponents alone can be chance
                 cell["same"] = bool(np.array_equal(got[False], got[True], equal_nan=True) and cell["on"]["eta"] >= 1.0)
                 out.setdefault("floor", {})[f"{d.label}|{n}|{eps}"] = cell
@@ -95,47 +118,34 @@ def part_floor(datasets: list, out: dict) -> None:
 
 
 def part_e2e(datasets: list, ns: list[int], out: dict) -> None:
-    for d in datasets:
-        for n in d.sizes(ns):
-            if n not in ns:
-                continue
-            x = d.sample(n)
-            ex = exact(x)
-            b = replicate(x, _runs(n))
-            b.presort()
-            for eps in EPS:
-                cell = {}
-                for name, (agg, p, key) in AGGS.items():
-                    res = {}
-                    for on in (False, True):
-                        S.FLOOR_SAMPLE = on
-                        params = Params(epsilon=eps, p=p) if p is not None else Params(epsilon=eps)
+    for d, n, ex, b in _replicated(datasets, ns):
+        for eps in EPS:
+            cell = {}
+            for name, (agg, p, key) in AGGS.items():
+                res = {}
+                for on in (False, True):
+                    params = Params(epsilon=eps, p=p) if p is not None else Params(epsilon=eps)
+                    with _floor(on):
                         res[on] = run(agg, b, params, rng=Rng.seeded(_seed("e2e", d.label, n, eps, name)))
-                    S.FLOOR_SAMPLE = False
-                    err = {on: np.abs(v - ex[key]) / ex["iqr_scale"] for on, v in res.items()}
-                    cell[name] = {"off": float(np.nanmedian(err[False])), "on": float(np.nanmedian(err[True])),
-                                  "off99": float(np.nanpercentile(err[False], 99)),
-                                  "on99": float(np.nanpercentile(err[True], 99)),
-                                  "same": bool(res[False].tobytes() == res[True].tobytes())}
-                out.setdefault("e2e", {})[f"{d.label}|{n}|{eps}"] = cell
-                print(f"e2e {d.label} n={n} eps={eps}: {cell}", flush=True)
+                err = {on: np.abs(v - ex[key]) / ex["iqr_scale"] for on, v in res.items()}
+                cell[name] = {"off": float(np.nanmedian(err[False])), "on": float(np.nanmedian(err[True])),
+                              "off99": float(np.nanpercentile(err[False], 99)),
+                              "on99": float(np.nanpercentile(err[True], 99)),
+                              "same": bool(res[False].tobytes() == res[True].tobytes())}
+            out.setdefault("e2e", {})[f"{d.label}|{n}|{eps}"] = cell
+            print(f"e2e {d.label} n={n} eps={eps}: {cell}", flush=True)
 
 
-def part_noise(datasets: list, n: int, out: dict) -> None:
+def part_noise(datasets: list, size: int, out: dict) -> None:
     """The yardstick for (2): OFF vs OFF from another seed, the same ratio of median errors."""
-    for d in datasets:
-        if n not in d.sizes([n]):
-            continue
-        x = d.sample(n)
-        ex = exact(x)
-        b = replicate(x, _runs(n))
-        b.presort()
+    for d, n, ex, b in _replicated(datasets, [size]):
         for eps in EPS:
             cell = {}
             for name, (agg, p, key) in AGGS.items():
                 params = Params(epsilon=eps, p=p) if p is not None else Params(epsilon=eps)
-                r = [np.nanmedian(np.abs(run(agg, b, params, rng=Rng.seeded(_seed(tag, d.label, n, eps, name)))
-                                         - ex[key]) / ex["iqr_scale"]) for tag in ("e2e", "again")]
+                with _floor(False):
+                    r = [np.nanmedian(np.abs(run(agg, b, params, rng=Rng.seeded(_seed(tag, d.label, n, eps, name)))
+                                             - ex[key]) / ex["iqr_scale"]) for tag in ("e2e", "again")]
                 cell[name] = float(r[1] / r[0]) if r[0] > 0 else None
             out.setdefault("noise", {})[f"{d.label}|{n}|{eps}"] = cell
             print(f"noise {d.label} n={n} eps={eps}: {cell}", flush=True)
@@ -209,12 +219,11 @@ def part_speed(rows: int, reps: int, out: dict) -> None:
     b = Batch(np.random.default_rng(0).lognormal(0.0, 1.0, rows), np.array([0, rows], dtype=np.int64))
     for _ in range(reps):  # the list route's floor (core): the matching of every row vs of the subsample's
         for on in (False, True):
-            S.FLOOR_SAMPLE = on
-            t0 = time.perf_counter()
-            S.floor_exponent(b, 0.05, rng, np.array([float(rows)]))
-            timings.setdefault(f"list route (core) floor_exponent, floor eps 0.05, {'ON' if on else 'OFF'}",
-                               []).append(time.perf_counter() - t0)
-        S.FLOOR_SAMPLE = False
+            with _floor(on):
+                t0 = time.perf_counter()
+                S.floor_exponent(b, 0.05, rng, np.array([float(rows)]))
+                timings.setdefault(f"list route (core) floor_exponent, floor eps 0.05, {'ON' if on else 'OFF'}",
+                                   []).append(time.perf_counter() - t0)
     out["speed"] = {"rows": rows, "load": os.getloadavg()[0], "t": [[k, min(v), max(v)] for k, v in timings.items()]}
     print(json.dumps(out["speed"], indent=1), flush=True)
 
