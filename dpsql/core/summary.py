@@ -1,4 +1,4 @@
-"""Summary plans (issue 17): the default dp_median / dp_quantile at p = 1/2 from per-group summaries.
+"""Summary plans (issue 17): the default dp_median / dp_quantile / dp_iqr from per-group summaries.
 
 The list route ships every group to Python (``list(x)``) and runs :func:`~dpsql.core.scalefree.run_quantile`
 on the sorted values.  Here the same mechanism runs on summaries that a :class:`Source` computes wherever the
@@ -57,6 +57,10 @@ Hybrid (``small``, :func:`row_groups`): groups whose released count is below ``s
 (:meth:`Source.batch`) and run the list route's code for a class (floor, then the mechanism), continuing from the
 released count (:func:`released_count`, passed back as ``n_hat``): same law group by group, same cost, the split
 post-processing of the released count.
+
+Several levels (:func:`quantiles`; dp_iqr is :func:`iqr` at :data:`IQR_PS`): scalefree's ``_tail_quantiles``,
+one released count, one floor and (near) one centre for every level, then a mechanism per level at an equal
+part of the share; the first bucket pass and the tail-count pass serve every level (:func:`_window_ems`).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from .batch import Batch
 from .helpers import amplified, subsample
 from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
+from .registry import Params
 from .scalefree import (
     CENTRE_TOP,
     E_TOP,
@@ -94,8 +99,8 @@ from .scalefree import (
 )
 from .spending import charge_pure, subsampled
 
-__all__ = ["Source", "BatchSource", "median", "quantile", "released_count", "row_groups", "floor_from_histogram",
-           "ladder", "first_buckets", "GAP_LO", "GAP_HI"]
+__all__ = ["Source", "BatchSource", "median", "quantile", "quantiles", "iqr", "IQR_PS", "released_count", "row_groups",
+           "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -430,60 +435,75 @@ def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p:
                rng: Rng, shifts: np.ndarray) -> np.ndarray:
     """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
     the bucket passes (shifts per group and pass, :func:`_shifts` of the released counts) and one tail-count
-    pass."""
+    pass: :func:`_window_ems` for one p."""
+    return _window_ems(src, groups, n, e, (p,), epsilon, rng, shifts)[0]
+
+
+def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, ps: tuple[float, ...],
+                epsilon: float, rng: Rng, shifts: np.ndarray) -> list[np.ndarray]:
+    """For each p of ``ps`` in order, the codes :func:`~dpsql.core.scalefree._quantile` draws at ``epsilon`` on the
+    same floor ``e`` (rank_em at sensitivity max(p, 1 - p)): :func:`~dpsql.core.scalefree._tail_quantiles`' calls,
+    one after the other.  The first bucket pass depends on the groups, the floor and the shifts only, not on p:
+    it runs once (or comes from the gap passes' scans) for every p; then per p the finer passes, its window and
+    its proposal rounds (p's draws, in the list route's order); then ONE tail-count pass for every p's recorded
+    proposals (counting draws nothing, so holding p's acceptance tests until the later ps have drawn moves no
+    draw).  Passes: 1 + (passes - 1) per p + 1, whatever the data."""
     G = groups.size
-    sens = max(p, 1.0 - p)
-    eps = epsilon / sens
     shape = FloatCodes(np.zeros(0), np.zeros(G + 1, dtype=np.int64), e)
     K = shape.K
-    t = p * n.astype(np.float64)
-    W = window_reach(K, eps)
-    i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
-    base = np.zeros(G, dtype=np.int64)
-    lo = hi = None
-    prev = None
-    for j in range(shifts.shape[1]):
-        shift = shifts[:, j]
-        hg, hb, hc = src.bucket_histogram(groups, e, shift, prev, lo, hi)
-        if j == shifts.shape[1] - 1:
-            break
-        lo, hi, base = _locate(hg, hb, hc, shift, e, base, n, i_lo, i_hi)
-        prev = shift
-    # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
     offsets = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(n, out=offsets[1:])
-    codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg]), hc)
-    charge_pure(eps * sens, "exponential mechanism (rank window)")
-    win = rank_window(codes, offsets, K, t, 0, eps)
-    final = np.empty(G, dtype=np.int64)
-    rounds = []  # (groups, proposals, envelope, E) per round with tail picks
-    todo = np.arange(G)
-    while todo.size:
-        y, is_lo, is_piece = propose(win, todo, rng)
-        final[todo[is_piece]] = y[is_piece]
-        tail = np.flatnonzero(~is_piece)
-        if tail.size:
-            tg = todo[tail]
-            env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
-            rounds.append((tg, y[tail], env, rng.exponential(tail.size)))
-        todo = todo[tail]
-    which = np.concatenate([r[0] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
-    ys = np.concatenate([r[1] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
-    # #{c <= y} and #{c < y} = #{c <= y - 1}, as counts of raw codes up to a threshold: one pass
+    first = src.bucket_histogram(groups, e, shifts[:, 0], None, None, None)
+    pending = []  # per p: (target, window, released codes so far, rounds with tail picks)
+    for p in ps:
+        sens = max(p, 1.0 - p)
+        eps = epsilon / sens
+        t = p * n.astype(np.float64)
+        W = window_reach(K, eps)
+        i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
+        base = np.zeros(G, dtype=np.int64)
+        hg, hb, hc = first
+        for j in range(1, shifts.shape[1]):
+            lo, hi, base = _locate(hg, hb, hc, shifts[:, j - 1], e, base, n, i_lo, i_hi)
+            hg, hb, hc = src.bucket_histogram(groups, e, shifts[:, j], shifts[:, j - 1], lo, hi)
+        # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
+        codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg]), hc)
+        charge_pure(eps * sens, "exponential mechanism (rank window)")
+        win = rank_window(codes, offsets, K, t, 0, eps)
+        final = np.empty(G, dtype=np.int64)
+        rounds = []  # (groups, proposals, envelope, E) per round with tail picks
+        todo = np.arange(G)
+        while todo.size:
+            y, is_lo, is_piece = propose(win, todo, rng)
+            final[todo[is_piece]] = y[is_piece]
+            tail = np.flatnonzero(~is_piece)
+            if tail.size:
+                tg = todo[tail]
+                env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
+                rounds.append((tg, y[tail], env, rng.exponential(tail.size)))
+            todo = todo[tail]
+        pending.append((t, win, final, rounds))
+    every = [r for _, _, _, rounds in pending for r in rounds]
+    which = np.concatenate([r[0] for r in every]) if every else np.zeros(0, dtype=np.int64)
+    ys = np.concatenate([r[1] for r in every]) if every else np.zeros(0, dtype=np.int64)
+    # #{c <= y} and #{c < y} = #{c <= y - 1}, as counts of raw codes up to a threshold: one pass for every p
     thr = _raw_at_most(np.concatenate([ys, ys - 1]), e[np.concatenate([which, which])])
     got = src.rank_counts(groups, e, np.concatenate([which, which]), thr)
     le, lt = got[: ys.size], got[ys.size:]
-    out = final.copy()
-    done = np.zeros(G, dtype=bool)
+    outs = []
     at = 0
-    for tg, yt, env, E in rounds:
-        f, g_ = le[at:at + tg.size], lt[at:at + tg.size]
-        at += tg.size
-        loss = np.maximum(0.0, np.maximum(t[tg] - f, g_ - t[tg]))
-        acc = (E >= win.half * (loss - env)) & ~done[tg]
-        out[tg[acc]] = yt[acc]
-        done[tg[acc]] = True
-    return out
+    for t, win, final, rounds in pending:
+        out = final.copy()
+        done = np.zeros(G, dtype=bool)
+        for tg, yt, env, E in rounds:
+            f, g_ = le[at:at + tg.size], lt[at:at + tg.size]
+            at += tg.size
+            loss = np.maximum(0.0, np.maximum(t[tg] - f, g_ - t[tg]))
+            acc = (E >= win.half * (loss - env)) & ~done[tg]
+            out[tg[acc]] = yt[acc]
+            done[tg[acc]] = True
+        outs.append(out)
+    return outs
 
 
 def _floor(src: Source, groups: np.ndarray, n_hat: np.ndarray, epsilon: float, rng: Rng,
@@ -510,23 +530,27 @@ def _floor(src: Source, groups: np.ndarray, n_hat: np.ndarray, epsilon: float, r
     return out
 
 
-def released_count(src: Source, epsilon: float, rng: Rng, p: float = 0.5) -> np.ndarray:
-    """The released count of :func:`median` (p = 1/2) or :func:`quantile`: the first draw of either, at
-    ``SPLIT['count'] eps`` or ``SPLIT_TAIL['count'] eps``; pass it back as ``n_hat`` to continue from it."""
-    share = SPLIT["count"] if p == 0.5 else SPLIT_TAIL["count"]
+def released_count(src: Source, epsilon: float, rng: Rng, p: float | tuple[float, ...] = 0.5) -> np.ndarray:
+    """The released count of :func:`median` (p = 1/2), :func:`quantile` or :func:`quantiles` (``p`` a tuple of
+    levels: :func:`iqr`'s :data:`IQR_PS`): the first draw of either, at ``SPLIT['count'] eps`` or
+    ``SPLIT_TAIL['count'] eps``; pass it back as ``n_hat`` to continue from it."""
+    ps = p if isinstance(p, tuple) else (p,)
+    share = SPLIT["count"] if ps == (0.5,) else SPLIT_TAIL["count"]
     return noisy_count_of(np.asarray(src.sizes(), dtype=np.int64), share * epsilon, rng)
 
 
-def row_groups(n_hat: np.ndarray, epsilon: float, p: float, small: float) -> np.ndarray:
-    """The groups :func:`median` / :func:`quantile` read as rows (:meth:`Source.batch`) given the released count:
-    released (not NULL) and ``n_hat < small``, and at p != 1/2 the near route's too.  A function of released
-    values and public constants only (a caller may fetch them once for several calls)."""
+def row_groups(n_hat: np.ndarray, epsilon: float, p: float | tuple[float, ...], small: float) -> np.ndarray:
+    """The groups :func:`median` / :func:`quantile` / :func:`quantiles` (``p`` a tuple) read as rows
+    (:meth:`Source.batch`) given the released count: released (not NULL) and ``n_hat < small``, and away from
+    p = 1/2 the near route's too (routed on the smallest ``min(p, 1 - p)``).  A function of released values and
+    public constants only (a caller may fetch them once for several calls)."""
     n_hat = np.asarray(n_hat, dtype=np.float64)
-    if p == 0.5:
+    ps = p if isinstance(p, tuple) else (p,)
+    if ps == (0.5,):
         ok = n_hat * epsilon >= NULL_BELOW["median"]
         return np.flatnonzero(ok & (n_hat < small))
     ok = n_hat * epsilon >= NULL_BELOW["tail"]
-    wide = n_hat * min(p, 1.0 - p) * epsilon >= ROUTE
+    wide = n_hat * min(min(q, 1.0 - q) for q in ps) * epsilon >= ROUTE
     return np.flatnonzero(ok & (~wide | (n_hat < small)))
 
 
@@ -542,13 +566,21 @@ def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: flo
     rate from the released count, then the mechanism at ``eps_em`` on the log-uniform codes) on their rows,
     chunk by chunk (:data:`ROWS_CHUNK`, cut on released counts): each group's mechanisms and inputs are the list
     route's, the chunks only reorder independent draws (one chunk: the list route's draws)."""
+    return _rows_routes(src, rows, n_hat, eps_bound, eps_em, (p,), rng)[0]
+
+
+def _rows_routes(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: float, eps_em: float,
+                 ps: tuple[float, ...], rng: Rng) -> list[np.ndarray]:
+    """:func:`_rows_route` for several levels: per chunk the floor once, then the mechanism at ``eps_em`` for each
+    p of ``ps`` in order (the list route's ``_tail_quantiles`` on a wide class)."""
     w = np.cumsum(np.maximum(n_hat[rows], 1.0))
-    out = np.empty(rows.size)
+    out = [np.empty(rows.size) for _ in ps]
     for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(np.floor(w / ROWS_CHUNK))) + 1):
         g = rows[part]
         sub = src.batch(g)
         e = floor_exponent(sub, eps_bound, rng, n_hat[g])
-        out[part] = quantile_ci(sub, e, p, eps_em, rng, None, 0, None)[0]
+        for o, p in zip(out, ps, strict=True):
+            o[part] = quantile_ci(sub, e, p, eps_em, rng, None, 0, None)[0]
     return out
 
 
@@ -586,40 +618,80 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5, n_hat: np.ndar
 def quantile(src: Source, epsilon: float, rng: Rng, p: float, n_hat: np.ndarray | None = None,
              small: float = 0.0) -> np.ndarray:
     """dp_quantile at p != 1/2, scalefree, without bounds: :func:`~dpsql.core.scalefree.run_quantile`'s
-    ``_tail_quantiles`` for one p, step for step and draw for draw from a :class:`BatchSource`.  A count at
-    ``SPLIT_TAIL['count'] eps`` (or ``n_hat``, :func:`released_count`); NULL below ``n_hat eps =
-    NULL_BELOW['tail']``; then, routed on the released count (post-processing), the wide groups (``n_hat min(p, 1
-    - p) eps >= ROUTE``: large groups) get the floor at ``SPLIT_TAIL['bound'] eps`` (:meth:`Source.gap_histogram`)
-    and the exponential mechanism at ``(centre + em) eps`` on the log-uniform codes, centre 0 (the bucket and tail
-    passes of :func:`median`, sensitivity max(p, 1 - p)); the near groups (small released counts) run scalefree's
-    near route (floor, centre, centred octave-decaying codes) on their rows (:meth:`Source.batch`: the list
-    route's input for those groups only).  ``small``: wide groups with ``n_hat < small`` run the wide route's list
-    code on their rows too, before the others (as :func:`median`).  Same queries, same shares, same draws as the
-    list route (when the wide groups are all rows or all passes): cost epsilon (pure); the privacy argument is
-    scalefree's (the matching's law, item 2 of the module docstring)."""
+    ``_tail_quantiles`` for one p, step for step and draw for draw from a :class:`BatchSource`
+    (:func:`quantiles` with ``ps = (p,)``, whose docstring has the steps).  Cost epsilon (pure)."""
     if not 0.0 < p < 1.0 or p == 0.5:
         raise ValueError("quantile: 0 < p < 1, p != 1/2 (the median has its own route)")
+    return quantiles(src, epsilon, rng, (p,), n_hat, small)[0]
+
+
+def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_hat: np.ndarray | None = None,
+              small: float = 0.0) -> list[np.ndarray]:
+    """The ``ps``-quantiles (each p != 1/2) of every group, scalefree, without bounds, one array per p:
+    :func:`~dpsql.core.scalefree._tail_quantiles` step for step and draw for draw from a :class:`BatchSource`.
+    One count at ``SPLIT_TAIL['count'] eps`` (or ``n_hat``, :func:`released_count` with the tuple ``ps``); NULL
+    below ``n_hat eps = NULL_BELOW['tail']``; then, routed on the released count (post-processing), the wide
+    groups (``n_hat min_p min(p, 1 - p) eps >= ROUTE``: large groups) get ONE floor at ``SPLIT_TAIL['bound'] eps``
+    (:meth:`Source.gap_histogram`) and, for each p in order, the exponential mechanism at ``(centre + em) eps /
+    len(ps)`` on the log-uniform codes, centre 0 (the bucket and tail passes of :func:`median`, sensitivity max(p,
+    1 - p); the first bucket pass and the tail pass shared by the ps, :func:`_window_ems`); the near groups (small
+    released counts) run scalefree's near route (one floor, one centre, then per p the centred octave-decaying
+    codes at ``em eps / len(ps)``) on their rows (:meth:`Source.batch`: the list route's input for those groups
+    only).  ``small``: wide groups with ``n_hat < small`` run the wide route's list code on their rows too, before
+    the others (as :func:`median`).  Same queries, same shares, same draws as the list route (when the wide groups
+    are all rows or all passes).
+
+    Cost epsilon (pure, sequential composition): the count, the floor, (near) the centre, and len(ps) mechanisms
+    at an equal part of the rest, each eps_p-DP on released inputs (floor, centre); the privacy argument is
+    scalefree's (the matching's law, item 2 of the module docstring).  Add/remove: a row moves the count by one,
+    the floor's gap histogram by one pair out and at most one in (the coupling of seed 003), and each p's rank
+    loss by at most max(p, 1 - p), the sensitivity its mechanism is calibrated to; the route, the classes and the
+    ladder are functions of the released count.  Passes per wide class: the floor's gap passes (the first bucket
+    histogram counted in them), two bucket passes per p, one tail pass: fixed by the released counts and len(ps)."""
+    ps = tuple(float(p) for p in ps)
+    if not ps or any(not 0.0 < p < 1.0 or p == 0.5 for p in ps):
+        raise ValueError("quantiles: every 0 < p < 1, p != 1/2 (the median has its own route)")
     n = np.asarray(src.sizes(), dtype=np.int64)
     if n_hat is None:
-        n_hat = released_count(src, epsilon, rng, p)
-    wide = n_hat * min(p, 1.0 - p) * epsilon >= ROUTE
+        n_hat = released_count(src, epsilon, rng, ps)
+    wide = n_hat * min(min(p, 1.0 - p) for p in ps) * epsilon >= ROUTE
     null = n_hat * epsilon < NULL_BELOW["tail"]
-    out = np.full(n.size, np.nan)
-    share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon
+    out = [np.full(n.size, np.nan) for _ in ps]
+    share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
     idx = np.flatnonzero(wide & ~null & (n_hat < small))
     if idx.size:  # the wide route's list code on rows
-        out[idx] = _rows_route(src, idx, n_hat, SPLIT_TAIL["bound"] * epsilon, share, p, rng)
+        for o, v in zip(out, _rows_routes(src, idx, n_hat, SPLIT_TAIL["bound"] * epsilon, share, ps, rng),
+                        strict=True):
+            o[idx] = v
     idx = np.flatnonzero(wide & ~null & (n_hat >= small))
     if idx.size:
-        shifts = _shifts(n_hat[idx], p, share)
+        # one ladder for every p (the releases do not depend on it: :func:`ladder`), at the largest sensitivity
+        shifts = ladder(n_hat[idx], share / max(max(p, 1.0 - p) for p in ps))
         e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
-        out[idx] = decode(_window_em(src, idx, n[idx], e, p, share, rng, shifts), e)
+        for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
+            o[idx] = decode(k, e)
     idx = np.flatnonzero(~wide & ~null)
     if idx.size:
         sub = src.batch(idx)
         ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng, n_hat[idx])
         c = centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
         ee = near_exponent(ee, c)
-        out[idx] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon, rng, c, 1, None, n_hat[idx],
-                               SPLIT_NEAR["count"] * epsilon)[0]
+        for o, p in zip(out, ps, strict=True):
+            o[idx] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[idx],
+                                 SPLIT_NEAR["count"] * epsilon)[0]
     return out
+
+
+#: dp_iqr's levels (scalefree's ``_run_iqr``)
+IQR_PS = (0.25, 0.75)
+
+
+def iqr(src: Source, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None, small: float = 0.0) -> np.ndarray:
+    """dp_iqr, scalefree, without bounds: :func:`~dpsql.core.scalefree.run_iqr` step for step and draw for draw
+    from a :class:`BatchSource` (NaN = NULL): Q1 and Q3 by :func:`quantiles` at :data:`IQR_PS` (one count, one
+    floor and, near, one centre; each quartile half of the mechanisms' share, sensitivity 3/4), then ``_run_iqr``'s
+    post-processing: ``_clip_out`` (no bounds here: it keeps every value) and ``max(Q3 - Q1, 0)``.  Cost epsilon
+    (pure): :func:`quantiles`' argument, and the rest is post-processing of the two released quartiles."""
+    bounds = Params(epsilon=epsilon)
+    q1, q3 = (_sf._clip_out(q, bounds) for q in quantiles(src, epsilon, rng, IQR_PS, n_hat, small))
+    return np.maximum(q3 - q1, 0.0)
