@@ -6,7 +6,7 @@ its size is done).  Every query then runs in a fresh Python process on the file 
 (``dpsql.sql(con, q)``: the summary plans where :func:`dpsql.plans.compile_query` owns the query, else the
 macros: the table says which).  Peak memory is the process's peak RSS minus its RSS after opening the file.
 The list route is skipped where its ``list(x)`` alone would not fit (``--list-max``, rows): a 10^9-row list is
-8 GB in DuckDB and again in Arrow and numpy.
+8 GB in DuckDB and again in Arrow and numpy (so is the compiled route where it falls back to the macros).
 
     .venv/bin/python benchmarks/scale.py --rows 1e6 1e7 1e8 1e9
 
@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=None, help="where the DuckDB files go (default: a temporary directory)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args(argv)
+    from dpsql.plans import compile_query
+
     load0 = loadavg()
     tmp = args.dir or tempfile.mkdtemp(prefix="dpsql_scale_")
     done: list[dict] = []
@@ -127,8 +129,9 @@ def main(argv: list[str] | None = None) -> None:
             base = None
             for label, kind, expr in ((native, "native", nat_expr), ("list route", "list", dp_expr),
                                       ("compiled route", "compiled", dp_expr)):
-                if kind == "list" and rows > args.list_max:
-                    res = {"failed": f"skipped: list(x) of {rows * 8 / 2**30:.0f} GiB, held ~3 times"}
+                falls_back = kind == "compiled" and compile_query(f"SELECT {expr} FROM t") is None
+                if (kind == "list" or falls_back) and rows > args.list_max:
+                    res = {"failed": f"skipped: list(x) of {rows * 8 / 2**30:.1f} GiB, held ~3 times"}
                 else:
                     res = child(dbfile, kind, expr)
                 res.update(rows=rows, agg=agg, route=label)
