@@ -639,15 +639,21 @@ def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
     ``low`` (``< LOW_UNTIL``) and ``high``; the rest answer NULL.  A route's split is a function of released
     values: adaptive sequential composition, each group spends eps."""
     s = _bounded(batch, params).sorted()
+    n = noisy_count(s, (SPLIT_MEAN if kind == "mean" else SPLIT_SUM)["count"] * eps, rng)
+    return s, n, mean_classes(n, eps, kind)
+
+
+def mean_classes(n: np.ndarray, eps: float, kind: str) -> list[tuple[str, np.ndarray, dict[str, float]]]:
+    """dp_mean's (``kind='mean'``) or dp_sum's route classes from the released count ``n`` (:func:`_routes`):
+    ``(route, groups, split)`` in the order the list route runs them, empty ones included; post-processing."""
     sp, sp_low = (SPLIT_MEAN, SPLIT_MEAN_LOW) if kind == "mean" else (SPLIT_SUM, SPLIT_SUM_LOW)
-    n = noisy_count(s, sp["count"] * eps, rng)
     ne = n * eps
     mid_from = MID_FROM if kind == "mean" else MEAN_ROUTE  # dp_sum has no mid class
     few = (ne >= NULL_BELOW["median" if kind == "mean" else "sum"]) & (ne < mid_from)
     mid = (ne >= mid_from) & (ne < MEAN_ROUTE)
     low = (ne >= MEAN_ROUTE) & (ne < LOW_UNTIL)
-    return s, n, [("few", np.flatnonzero(few), SPLIT_FEW), ("mid", np.flatnonzero(mid), SPLIT_MEAN_MID),
-                  ("low", np.flatnonzero(low), sp_low), ("high", np.flatnonzero(ne >= LOW_UNTIL), sp)]
+    return [("few", np.flatnonzero(few), SPLIT_FEW), ("mid", np.flatnonzero(mid), SPLIT_MEAN_MID),
+            ("low", np.flatnonzero(low), sp_low), ("high", np.flatnonzero(ne >= LOW_UNTIL), sp)]
 
 
 #: the clipping allowance of the mean's and the sum's intervals, in rows: the radius scan stops once about
@@ -737,62 +743,78 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
     for route, idx, sp in routes:
         if not idx.size:
             continue
-        sub = _groups(s, idx)
-        e = floor_exponent(sub, sp["bound"] * eps, rng, n[idx])
-        if route == "few":
-            out[idx] = _few(sub, n[idx], e, sp, eps, rng, params, kind)
-            continue
-        l, r, cut, cap, med = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params)
-        c = l / 2.0 + r / 2.0
-        half = r / 2.0 - l / 2.0
-        x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
-        if kind == "mean":  # centred: a row moves the sum by at most the half-width
-            x, sens = x - per_row(c, sub.offsets), half
-        else:
-            sens = np.maximum(np.abs(l), np.abs(r))
-        eps_sum = sp["sum"] * eps
-        if kind == "sum" and level is not None:  # dp_sum_ci: the tail shells' share comes out of the sum's
-            eps_sum = (1.0 - SUM_CI_TAIL) * eps_sum
-        total = release_sum(x, sub.offsets, sens, eps_sum, rng)
-        fall = np.zeros(idx.size, dtype=bool)  # the mid class's fallback: the centre, where the mean's noise
-        if route == "mid":  # dwarfs the data's spread (dp_mean only: dp_sum has no mid class)
-            with np.errstate(over="ignore"):
-                fall = half / (sp["sum"] * eps * np.maximum(n[idx], 1.0)) > FALLBACK * np.ldexp(1.0, e)
-        if kind == "mean":
-            out[idx] = np.where(fall, _clip_out(med, params), np.clip(c + total / np.maximum(n[idx], 1.0), l, r))
-        else:
-            out[idx] = total
-        if level is not None:
-            # dp_sum_ci: the noise alpha / 2 (count and sum alpha / 4 each), the tail test alpha / 2 (_sum_tail)
-            noise_alpha = (1.0 - level) / (2.0 if kind == "sum" else 1.0)
-            w, n_lo, n_hi = _noise_halfwidths(sens, eps_sum, n[idx], sp["count"] * eps, noise_alpha)
-            # rows outside the range: the scan's stopping rule, or where the cap cut the scan, the cap's rank
-            # error (its mechanism lands more than (2 / eps_cap) ln(2 / alpha) ranks below the largest |x - c|
-            # with probability about alpha / 2); a cut at small n_hat eps_cap (or at a cap <= 0): no finite bound
-            eps_cap = (1.0 - SCAN) * sp["radius"] * eps
-            rows = np.where(cut, 2.0 / eps_cap * math.log(2.0 / (1.0 - level)), OUTSIDE / (SCAN * sp["radius"] * eps))
-            # each clipped row lies at most max|x - c| - radius beyond the range: the cap estimates max|x - c|
-            # (heavy tails: Pareto 1.5's largest rows lie many half-widths out), at least one more half-width
-            allowance = (SUM_BIAS_ROWS if kind == "sum" else BIAS_ROWS) * rows * np.maximum(half, cap - half)
-            # no finite bound: a cut at small n_hat eps_cap, or the fallback (a median bounds no mean)
-            unknown = (cut & ((n[idx] * eps_cap < CAP_FINITE) | (half <= 0.0))) | fall
-            if kind == "sum":  # the tail test: the tail's allowance (at least the floor's), or no finite bound
-                thin, tail = _sum_tail(sub, c, half, n[idx], SUM_CI_TAIL * sp["sum"] * eps, 1.0 - level, rng)
-                allowance = np.maximum(allowance, tail)
-                unknown |= ~thin
-            with np.errstate(over="ignore", invalid="ignore"):
-                if kind == "mean":
-                    a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
-                    lo[idx] = c + np.maximum(a, -half) - allowance / n_lo
-                    hi[idx] = c + np.minimum(b, half) + allowance / n_lo
-                else:
-                    lo[idx], hi[idx] = total - w - allowance, total + w + allowance
-                lo[idx], hi[idx] = np.where(unknown, -np.inf, lo[idx]), np.where(unknown, np.inf, hi[idx])
+        out[idx], lo[idx], hi[idx] = mean_sum_route(_groups(s, idx), n[idx], route, sp, eps, rng, params, level,
+                                                    kind)
     if kind == "mean":  # NULL without a row; the exact mean of the clamped data lies within the public bounds
         out = np.where(n >= 1.0, out, np.nan)
         lo, hi = _clip_out(lo, params), _clip_out(hi, params)
     nul = np.isnan(out)
     return out, np.where(nul, np.nan, np.minimum(lo, out)), np.where(nul, np.nan, np.maximum(hi, out))
+
+
+def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], eps: float, rng: Rng,
+                   params: Params, level: float | None, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One route class of :func:`_mean_sum` on its groups' rows ``sub`` given their released counts ``n``: the
+    floor, then the small-count route or the range and the clipped sum (value, lo, hi; before the mean's NULL
+    and the interval's final clamps).  core.summary's hybrid route runs it on the small groups' rows."""
+    lo, hi = np.full(sub.groups, -np.inf), np.full(sub.groups, np.inf)
+    e = floor_exponent(sub, sp["bound"] * eps, rng, n)
+    if route == "few":
+        return _few(sub, n, e, sp, eps, rng, params, kind), lo, hi
+    l, r, cut, cap, med = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params)
+    c = l / 2.0 + r / 2.0
+    half = r / 2.0 - l / 2.0
+    x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
+    if kind == "mean":  # centred: a row moves the sum by at most the half-width
+        x, sens = x - per_row(c, sub.offsets), half
+    else:
+        sens = np.maximum(np.abs(l), np.abs(r))
+    eps_sum = sp["sum"] * eps
+    if kind == "sum" and level is not None:  # dp_sum_ci: the tail shells' share comes out of the sum's
+        eps_sum = (1.0 - SUM_CI_TAIL) * eps_sum
+    total = release_sum(x, sub.offsets, sens, eps_sum, rng)
+    fall = mid_fallback(route, half, sp, eps, n, e)
+    if kind == "mean":
+        out = np.where(fall, _clip_out(med, params), np.clip(c + total / np.maximum(n, 1.0), l, r))
+    else:
+        out = total
+    if level is not None:
+        # dp_sum_ci: the noise alpha / 2 (count and sum alpha / 4 each), the tail test alpha / 2 (_sum_tail)
+        noise_alpha = (1.0 - level) / (2.0 if kind == "sum" else 1.0)
+        w, n_lo, n_hi = _noise_halfwidths(sens, eps_sum, n, sp["count"] * eps, noise_alpha)
+        # rows outside the range: the scan's stopping rule, or where the cap cut the scan, the cap's rank
+        # error (its mechanism lands more than (2 / eps_cap) ln(2 / alpha) ranks below the largest |x - c|
+        # with probability about alpha / 2); a cut at small n_hat eps_cap (or at a cap <= 0): no finite bound
+        eps_cap = (1.0 - SCAN) * sp["radius"] * eps
+        rows = np.where(cut, 2.0 / eps_cap * math.log(2.0 / (1.0 - level)), OUTSIDE / (SCAN * sp["radius"] * eps))
+        # each clipped row lies at most max|x - c| - radius beyond the range: the cap estimates max|x - c|
+        # (heavy tails: Pareto 1.5's largest rows lie many half-widths out), at least one more half-width
+        allowance = (SUM_BIAS_ROWS if kind == "sum" else BIAS_ROWS) * rows * np.maximum(half, cap - half)
+        # no finite bound: a cut at small n_hat eps_cap, or the fallback (a median bounds no mean)
+        unknown = (cut & ((n * eps_cap < CAP_FINITE) | (half <= 0.0))) | fall
+        if kind == "sum":  # the tail test: the tail's allowance (at least the floor's), or no finite bound
+            thin, tail = _sum_tail(sub, c, half, n, SUM_CI_TAIL * sp["sum"] * eps, 1.0 - level, rng)
+            allowance = np.maximum(allowance, tail)
+            unknown |= ~thin
+        with np.errstate(over="ignore", invalid="ignore"):
+            if kind == "mean":
+                a, b = ratio_interval(total - w, total + w, n_lo, n_hi)
+                lo = c + np.maximum(a, -half) - allowance / n_lo
+                hi = c + np.minimum(b, half) + allowance / n_lo
+            else:
+                lo, hi = total - w - allowance, total + w + allowance
+            lo, hi = np.where(unknown, -np.inf, lo), np.where(unknown, np.inf, hi)
+    return out, lo, hi
+
+
+def mid_fallback(route: str, half: np.ndarray, sp: dict[str, float], eps: float, n: np.ndarray,
+                 e: np.ndarray) -> np.ndarray:
+    """The mid class's fallback: the centre, where the mean's noise dwarfs the data's spread (dp_mean only:
+    dp_sum has no mid class); post-processing of released values."""
+    if route != "mid":
+        return np.zeros(half.size, dtype=bool)
+    with np.errstate(over="ignore"):
+        return half / (sp["sum"] * eps * np.maximum(n, 1.0)) > FALLBACK * np.ldexp(1.0, e)
 
 
 def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
