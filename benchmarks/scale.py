@@ -53,7 +53,9 @@ print(json.dumps({"s": dt, "peak_mb": peak, "extra_mb": max(peak - rss, 0.0), "v
 #: (aggregate, native label, native SQL expr, dp SQL expr)
 PAIRS = [
     ("mean", "avg", "avg(x)", "dp_mean(x, epsilon := 1)"),
+    ("var", "var_samp", "var_samp(x)", "dp_var(x, epsilon := 1)"),
     ("median", "quantile_cont", "quantile_cont(x, 0.5)", "dp_median(x, epsilon := 1)"),
+    ("iqr", "two quantile_cont", "quantile_cont(x, 0.75) - quantile_cont(x, 0.25)", "dp_iqr(x, epsilon := 1)"),
 ]
 
 
@@ -90,9 +92,10 @@ def plot(rows_done: list[dict], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, (agg, native, _, _) in zip(axes, PAIRS, strict=True):
+    fig, axes = plt.subplots(1, len(PAIRS), figsize=(5.2 * len(PAIRS), 4.2))
+    for ax, (agg, native, _, _) in zip(np.atleast_1d(axes), PAIRS, strict=True):
         for label, style in ((native, "k-o"), ("list route", "C3--s"), ("compiled route", "C0-^")):
             pts = [(r["rows"], r["s"]) for r in rows_done if r["agg"] == agg and r["route"] == label and "s" in r]
             if pts:
@@ -109,6 +112,8 @@ def plot(rows_done: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", nargs="+", default=["1e6", "1e7", "1e8", "1e9"])
+    names = [a for a, *_ in PAIRS]
+    ap.add_argument("--aggs", nargs="+", default=names, help="which of " + ", ".join(names))
     ap.add_argument("--list-max", type=float, default=2e8, help="largest size the list route runs at")
     ap.add_argument("--dir", default=None, help="where the DuckDB files go (default: a temporary directory)")
     ap.add_argument("--out", default=str(HERE / "results"))
@@ -126,6 +131,8 @@ def main(argv: list[str] | None = None) -> None:
         mb = os.path.getsize(dbfile) / 2**20
         print(f"built {rows:.0e} rows in {built:.0f} s, file {mb:.0f} MiB", flush=True)
         for agg, native, nat_expr, dp_expr in PAIRS:
+            if agg not in args.aggs:
+                continue
             base = None
             for label, kind, expr in ((native, "native", nat_expr), ("list route", "list", dp_expr),
                                       ("compiled route", "compiled", dp_expr)):
