@@ -10,7 +10,9 @@ where every other select item is a GROUP BY expression, and each dp call is ``dp
 ``dp_quantile(x, p, epsilon := e)`` (p a literal in (0, 1)) with at most ``method := 'scalefree'`` besides (no
 bounds, no interval).  At p != 1/2 (:func:`dpsql.core.summary.quantile`) the groups whose released count routes
 them "wide" (large groups) take the passes below; the "near" ones (small released counts) are read as rows with
-the hybrid route's small groups.
+the hybrid route's small groups.  ``dp_iqr(x, epsilon := e)`` (same named arguments) is
+:func:`dpsql.core.summary.iqr`: Q1 and Q3 of one released count, one floor and (near) one centre, routed as a
+quantile at p = 1/4; per wide class two bucket passes per quartile, the first bucket pass and the tail pass shared.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors do not use this yet.
 
@@ -118,19 +120,21 @@ from ..noise import Rng, system_rng
 
 __all__ = ["run", "compile_query", "Plan", "Call", "DuckSource"]
 
-_DP = {"dp_median": None, "dp_quantile": 0.5}
+_DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None}
 _ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
                  "exclude"}
 
 
 @dataclass(frozen=True)
 class Call:
-    """One compiled dp call: its value expression (SQL), epsilon and output column name."""
+    """One compiled dp call: its value expression (SQL), epsilon and output column name; ``p`` the level (dp_iqr:
+    the tuple :data:`dpsql.core.summary.IQR_PS`, what released_count and row_groups take)."""
 
     value: str
     epsilon: float
     name: str
-    p: float = 0.5
+    p: float | tuple[float, ...] = 0.5
+    aggregate: str = "quantile"  # or "iqr"
 
 
 @dataclass(frozen=True)
@@ -160,10 +164,10 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     args = list(node.expressions)
     pos = [a for a in args if not isinstance(a, exp.PropertyEQ)]
     named = {a.this.name.lower(): a.expression for a in args if isinstance(a, exp.PropertyEQ)}
-    want = 1 if fn == "dp_median" else 2
+    want = 2 if fn == "dp_quantile" else 1
     if len(pos) != want or set(named) - {"epsilon", "method"} or "epsilon" not in named:
         return None
-    p = 0.5 if fn == "dp_median" else _literal_number(pos[1])
+    p = _literal_number(pos[1]) if fn == "dp_quantile" else 0.5
     if p is None or not 0.0 < p < 1.0:
         return None
     if "method" in named:
@@ -173,6 +177,9 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     eps = _literal_number(named["epsilon"])
     if eps is None:
         return None
+    if fn == "dp_iqr":  # Q1 and Q3 of one count, floor and centre (dpsql.core.summary.iqr)
+        validate("iqr", get_method("iqr", None), Params(epsilon=eps))
+        return Call(pos[0].sql("duckdb"), eps, name, core_summary.IQR_PS, "iqr")
     params = Params(epsilon=eps, p=p)
     validate("quantile", get_method("quantile", None), params)  # ParameterError names the argument
     return Call(pos[0].sql("duckdb"), eps, name, p)
@@ -719,7 +726,9 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.
         src = srcs[j]
         if call.value in fetched:
             src.share_rows(fetched[call.value])
-        if call.p == 0.5:
+        if call.aggregate == "iqr":
+            out.append(core_summary.iqr(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
+        elif call.p == 0.5:
             out.append(core_summary.median(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
         else:
             out.append(core_summary.quantile(src, call.epsilon, rng, call.p, n_hat=n_hat[j], small=SMALL_ROWS))
