@@ -302,6 +302,8 @@ class DuckSource:
     _ids = itertools.count()
     #: count the first bucket pass's rows in the gap pass's scan (:meth:`gap_histogram`; False: a pass of its own)
     FUSE_FIRST = True
+    #: the value the bucket and tail passes read (the clamped ``_x``; a derived source's own, dpsql.plans.mean)
+    VALUE = _VC
 
     def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
                  rng: Rng, rows: np.ndarray | None = None) -> None:
@@ -546,7 +548,7 @@ class DuckSource:
         src = self._params(groups, {"_e": e, "_pe": np.ldexp(1.0, e), "_s1": np.ldexp(1.0, h),
                                     "_s2": np.ldexp(1.0, core_summary.RAW_BITS - e - h), **cols})
         extra = "".join(f", p.{c} AS {c}" for c in ("_e", "_pe", "_s1", "_s2", *cols))
-        rows = f"SELECT p._g AS _g{extra}, {_VC} AS _v FROM {src} WHERE {_VALID}"
+        rows = f"SELECT p._g AS _g{extra}, {self.VALUE} AS _v FROM {src} WHERE {_VALID}"
         return (f"SELECT *, _v < 0 AS _neg, abs(_v) AS _a, log2(greatest(abs(_v), 4.9406564584124654e-324)) AS _l "
                 f"FROM ({rows}) {where}")
 
@@ -657,7 +659,7 @@ class DuckSource:
         src = self._params(groups, cols)
         extra = "".join(f", p._v{q} AS _v{q}, p._s{q} AS _s{q}" for q in range(Q))
         counts = ", ".join(f"count_if(CASE WHEN _s{q} THEN _v < _v{q} ELSE _v <= _v{q} END) AS c{q}" for q in range(Q))
-        t = self._run(f"SELECT _g, {counts} FROM (SELECT p._g AS _g{extra}, {_VC} AS _v FROM {src} "
+        t = self._run(f"SELECT _g, {counts} FROM (SELECT p._g AS _g{extra}, {self.VALUE} AS _v FROM {src} "
                       f"WHERE {_VALID}) GROUP BY _g")
         table = np.zeros((G, Q), dtype=np.int64)
         g = _np(t, "_g")
