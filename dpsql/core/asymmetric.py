@@ -57,6 +57,7 @@ are float64 (relative error ~1e-16).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -78,6 +79,9 @@ __all__ = [
     "asm_scan",
     "grid_value",
     "var_bounds",
+    "var_bounds_of",
+    "var_summary",
+    "VarSummary",
     "sum_bounds",
     "truncation",
     "run_var",
@@ -223,8 +227,85 @@ def _rev_cumsum(a: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class VarSummary:
+    """Everything :func:`var_bounds` reads of a group's rows (issue 17: a source may compute it without the rows).
+
+    Per group g of G (sorted positions ``0..n-1``, ``kg = min((n + 1) // 2 - 1, C)``, :func:`var_edges`):
+
+    * ``n`` [G] int64: the row count; ``xm`` [G]: the value at sorted position ``n // 2`` (0 when n = 0);
+    * ``lo``, ``hi`` [W, G] float64: ``lo[j] = x_(j)``, ``hi[j] = x_(n-1-j)`` for ``j < min(n, kg + 1)`` (0 past
+      it, never read), ``W = max kg + 1``: the edges (``j < kg``, the rows outside the core), the core's first and
+      last rows (``j = kg``) and, for ``n <= 2C + 1``, together every row (what the deeper windows read);
+    * ``s1``, ``s2`` [G] float64: ``sum d`` and ``sum d**2`` over the core, the sorted positions ``[kg, n - kg)``,
+      with ``d = (x - xm) / sc_c`` and ``sc_c`` the core's own power-of-two scale (:func:`var_core_scale`, a
+      function of n, xm, lo and hi).
+
+    :func:`var_summary` computes it from a sorted batch (the list route: :func:`var_bounds` is
+    ``var_bounds_of(var_summary(s, C), C)``, the same floating-point operations as before the split); the summary
+    plans compute it with native passes (top-k lists, the exact median, one pass for the core sums)."""
+
+    n: np.ndarray
+    xm: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+
+
+def var_edges(n: np.ndarray, C: int) -> np.ndarray:
+    """``kg = min((n + 1) // 2 - 1, C)`` (>= 0): the rows dropped from each end of the core; windows removing at
+    most kg rows contain the median position."""
+    return np.clip((np.asarray(n, dtype=np.int64) + 1) // 2 - 1, 0, C)
+
+
+def var_core_scale(n: np.ndarray, xm: np.ndarray, lo: np.ndarray, hi: np.ndarray, kg: np.ndarray) -> np.ndarray:
+    """The core's power-of-two scale ``sc_c``: ``pow2_floor`` of its largest deviation from xm (1 when it is 0),
+    from the core's first and last rows ``lo[kg]`` and ``hi[kg]`` (the core is empty only when n = 0)."""
+    G = n.size
+    inner = n - 2 * kg > 0
+    if lo.shape[0]:
+        cols = np.arange(G)
+        at = np.minimum(kg, lo.shape[0] - 1)
+        a, b = lo[at, cols], hi[at, cols]
+    else:
+        a = b = xm
+    cspread = np.maximum(xm - np.where(inner, a, xm), np.where(inner, b, xm) - xm)
+    return np.where(cspread > 0, pow2_floor(np.maximum(cspread, 2.0**-1000)), 1.0)
+
+
+def var_summary(s: Batch, C: int) -> VarSummary:
+    """:class:`VarSummary` of a sorted batch: the edges and median read off the rows, the core sums by
+    :func:`_deviations` (float64 at the core's scale, one ``np.add.reduceat`` segment per group).  O(n) per group
+    plus O(W) for the edges."""
+    G = s.groups
+    n = s.sizes
+    off = s.offsets
+    v = s.values
+    if v.size == 0:
+        z = np.zeros(G)
+        return VarSummary(n, z, np.zeros((0, G)), np.zeros((0, G)), z, z.copy())
+    has = n > 0
+    last = v.size - 1
+    xm = np.where(has, v[np.minimum(off[:-1] + n // 2, last)], 0.0)
+    kg = var_edges(n, C)
+    jj = np.arange(int(kg.max()) + 1)[:, None]
+    ok = jj < np.minimum(n, kg + 1)[None, :]
+    lo = np.where(ok, v[np.clip(off[:-1][None, :] + jj, 0, last)], 0.0)
+    hi = np.where(ok, v[np.clip(off[1:][None, :] - 1 - jj, 0, last)], 0.0)
+    sc_c = var_core_scale(n, xm, lo, hi, kg)
+    _, s1c, s2c = _deviations(v, off, xm, sc_c, off[:-1] + kg, off[1:] - kg)
+    return VarSummary(n, xm, lo, hi, s1c, s2c)
+
+
 def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(log f, log Lbar)`` for the population variance under add/remove: ``Lbar`` is ``[G, C]``.
+    """``(log f, log Lbar)`` of a sorted batch: :func:`var_bounds_of` on :func:`var_summary` (the list route)."""
+    return var_bounds_of(var_summary(s, C), C)
+
+
+def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(log f, log Lbar)`` for the population variance under add/remove: ``Lbar`` is ``[G, C]``; the data enter
+    only through the summary ``S`` (:class:`VarSummary`, computed with the same ``C``).
 
     ``f = (1/n) sum (x - mean)**2`` (0 for n <= 1, and for the empty set).  For ``l < h = min(C + 1, n - 1)``:
     ``Lbar^l = L^l = min_{k <= l} W_k / (n + l - 2k)`` (exact infimum over the add/remove ball: removing k
@@ -233,39 +314,30 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     ``|h(x) - h(x')| <= 1``, Def. A.1 holds.  Window sums never subtract: for ``k < n/2`` every window holds
     the median, and sums accumulate outward from it; the deeper windows (only when n <= 2C + 1) accumulate
     rightward from their own first row.  Either way the anchor lies in the window, so the relative rounding
-    error is at most ~(window size) * 2**-53 even with huge outliers.  Work: O(n + C^2) per group, plus
-    O(n C) for groups of n <= 2C + 1.
+    error is at most ~(window size) * 2**-53 even with huge outliers.  Work: O(C^2) per group, plus O(n C) for
+    groups of n <= 2C + 1 (and the summary's O(n)).
 
-    Cost: two passes over the rows (the scaled deviations ``d`` and their squares) and one segmented sum
-    (``np.add.reduceat``, pairwise) for the core of every group; the O(C^2) window and bound minima run
-    over contiguous column slices, on only the groups deep enough for each k / l (groups ordered by size).
+    Cost: the O(C^2) window and bound minima run over contiguous column slices, on only the groups deep enough
+    for each k / l (groups ordered by size); the core's two sums come in the summary.
     """
-    G = s.groups
-    n = s.sizes
-    off = s.offsets
+    n = S.n
+    G = n.size
     has = n > 0
-    v = s.values
-    last = max(v.size - 1, 0)
-    if v.size == 0:
+    if not has.any():
         return np.full(G, -np.inf), np.full((G, C), -np.inf)
-    xm = np.where(has, v[np.minimum(off[:-1] + n // 2, last)], 0.0)
-    first = np.where(has, v[np.minimum(off[:-1], last)], 0.0)
-    lastv = np.where(has, v[np.maximum(off[1:] - 1, 0)], 0.0)
+    xm = S.xm
+    first = np.where(has, S.lo[0], 0.0)
+    lastv = np.where(has, S.hi[0], 0.0)
     spread = np.maximum(xm - first, lastv - xm)
     sc = np.where(spread > 0, pow2_floor(np.maximum(spread, 2.0**-1000)), 1.0)
-    kg = np.clip((n + 1) // 2 - 1, 0, C)  # windows for k <= kg contain the median position
+    kg = var_edges(n, C)  # windows for k <= kg contain the median position
     # The core rows [kg, n - kg) (in every window) are summed in float64 at the core's own scale: their
     # squares cannot underflow next to a huge edge row, and the O(n) pass stays fast; the sums are then
     # moved to the group's scale in WIDE (a power-of-two ratio, exact), where the edge rows join them.
-    clo, chi = off[:-1] + kg, off[1:] - kg
-    inner = chi > clo
-    cspread = np.maximum(xm - np.where(inner, v[np.minimum(clo, last)], xm),
-                         np.where(inner, v[np.maximum(chi - 1, 0)], xm) - xm)
-    sc_c = np.where(cspread > 0, pow2_floor(np.maximum(cspread, 2.0**-1000)), 1.0)
-    _, s1c, s2c = _deviations(v, off, xm, sc_c, clo, chi)
+    sc_c = var_core_scale(n, xm, S.lo, S.hi, kg)
     to_group = sc_c.astype(WIDE) / sc.astype(WIDE)
-    s1c = s1c.astype(WIDE) * to_group
-    s2c = s2c.astype(WIDE) * to_group * to_group
+    s1c = S.s1.astype(WIDE) * to_group
+    s2c = S.s2.astype(WIDE) * to_group * to_group
     cw = int(kg.max())
     kf = np.clip(n - 2, 0, C)  # h - 1: deepest removal count used
     cwf = int(kf.max())
@@ -284,6 +356,10 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
         out[order] = a
         return out
 
+    def perm_cols(a: np.ndarray, depth: int) -> np.ndarray:  # [depth, G], groups in size order
+        a = a[:depth]
+        return a if order is None else a[:, order]
+
     kgp, kfp, nfp = perm(kg), perm(kf), perm(nf)
     # Work arrays are [depth, group] (groups contiguous, in size order), processed in blocks of B groups
     # that stay in cache.  Edges: lo[j] = d[start + j], hi[j] = d[end - 1 - j] for j < kg (0 past kg).
@@ -291,8 +367,8 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
     jj = np.arange(cw)[:, None]
     ok = jj < kgp[None, :]
     xmp, invp = perm(xm)[None, :], perm((1.0 / sc).astype(WIDE))[None, :]  # 1/sc: exact, a power of two
-    lo = np.where(ok, (v[np.clip(perm(off[:-1])[None, :] + jj, 0, last)] - xmp).astype(WIDE) * invp, 0.0)
-    hi = np.where(ok, (v[np.clip(perm(off[1:])[None, :] - 1 - jj, 0, last)] - xmp).astype(WIDE) * invp, 0.0)
+    lo = np.where(ok, (perm_cols(S.lo, cw) - xmp).astype(WIDE) * invp, 0.0)
+    hi = np.where(ok, (perm_cols(S.hi, cw) - xmp).astype(WIDE) * invp, 0.0)
     # A1[cw - a] = s1c + sum(lo[a:]), H1[b] = sum(hi[b:]) (and A2, H2 for the squares): the edge sums
     # accumulate inward from the outermost kept row
     A1, A2, H1, H2 = (np.zeros((cw + 1, G), dtype=WIDE) for _ in range(4))
@@ -321,7 +397,7 @@ def var_bounds(s: Batch, C: int) -> tuple[np.ndarray, np.ndarray]:
             s2 -= s1
             WT[k, g] = np.maximum(s2.min(axis=0), 0.0)  # min_i max(x_i, 0) == max(min_i x_i, 0)
     W = unperm(WT.T)
-    _deep_windows(v, sc, off, n, kg, kf, W)
+    _deep_windows(S, sc, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
     # L^l = min_{k <= l} W_k / (n + l - 2k), for l <= kf; W_k is +inf past kf, so only k <= kf contributes
     lc = min(cwf, C)
@@ -434,17 +510,17 @@ def _core_sums(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarra
     return s1, s2
 
 
-def _deep_windows(
-    v: np.ndarray, sc: np.ndarray, off: np.ndarray, n: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray
-) -> None:
+def _deep_windows(S: VarSummary, sc: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray) -> None:
     """Fill ``W[g, k]`` for ``kg[g] < k <= kf[g]`` (windows of n - k sorted values that may miss the median).
 
     Loop over the window start a: sums of ``(x_j - x_a) / sc`` and their squares accumulate rightward from
     a, so the window ``[a, a + n - k)`` of every k >= a is read off one cumsum.  The differences are taken
     from the values themselves (not from deviations from the median, which round away rows that are close
     to each other but far from the median), then squared in WIDE precision.  Only groups of n <= 2C + 1
-    take part.  Work O(n) per (group, a).
+    take part; their rows are the summary's ``lo[:kg + 1]`` then ``hi`` read backwards (every row).  Work
+    O(n) per (group, a).
     """
+    n = S.n
     sel = np.flatnonzero(kf > kg)
     if sel.size == 0:
         return
@@ -455,7 +531,10 @@ def _deep_windows(
     # same order as along its row
     jj = np.arange(width)[:, None]
     inside = jj < ns[None, :]
-    X = np.where(inside, v[np.clip(off[sel][None, :] + jj, 0, v.size - 1)], 0.0)
+    top = S.lo.shape[0] - 1
+    from_lo = jj <= kg[sel][None, :]
+    X = np.where(inside, np.where(from_lo, S.lo[np.minimum(jj, top), sel[None, :]],
+                                  S.hi[np.clip(ns[None, :] - 1 - jj, 0, top), sel[None, :]]), 0.0)
     inv = (1.0 / sc[sel]).astype(WIDE)
     k_lo, k_hi = int(kg[sel].min()) + 1, int(kf[sel].max())
     ks = np.arange(k_lo, k_hi + 1)[:, None]

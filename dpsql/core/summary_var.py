@@ -1,0 +1,136 @@
+"""Summary plans for dp_var and dp_stddev (issue 17): the default asymmetric variance
+(:func:`~dpsql.core.asymmetric.run_var`) from per-group summaries, draw for draw the list route's releases from
+:class:`VarBatchSource`.
+
+The list route (``run_var`` -> ``_var``) draws a released count (``SPLIT_VAR['count'] eps``, it only sets the grid
+ratio), computes ``var_bounds(sorted rows, C)`` (``C = truncation(eps2)``, a function of eps only) and runs one
+:func:`~dpsql.core.asymmetric.asm_scan` over every group.  The rows enter only through ``var_bounds``, and that is
+:func:`~dpsql.core.asymmetric.var_bounds_of` of a :class:`~dpsql.core.asymmetric.VarSummary`: per group n, the
+value at sorted position n // 2, the ``kg + 1`` smallest and largest rows (``kg = min((n + 1) // 2 - 1, C)``) and
+the two core sums.  :func:`variance` runs the same steps on summaries a :class:`VarSource` computes:
+
+1. **Count**: the released count (:func:`released_count`, the list route's first draw).
+2. **Bounds**: groups whose released count is below ``small`` (the hybrid route, :func:`row_groups`) are read as
+   rows (:meth:`VarSource.batch`) and get ``var_bounds`` on them (the list route's code); the others get
+   ``var_bounds_of`` on :meth:`VarSource.var_summary` (no draws: the summary is a deterministic function of the
+   group's rows).
+3. **Scan**: one ``asm_scan`` over every group, the list route's call with the list route's arguments.
+
+So the draws are the list route's whatever the split; the releases are its releases whenever the bounds are the
+same floats: always for the rows and for :class:`VarBatchSource` (it calls :func:`~dpsql.core.asymmetric.
+var_summary`, the list route's own summary), and to rounding for a source whose core sums add in another order
+(:mod:`dpsql.plans.var`: DuckDB's ``fsum``; the bounds then agree to a few ulps and the releases, grid points at
+least ``BETA_MIN - 1 = 1e-4`` apart in relative terms, differ only where a bound lies within those ulps of a grid
+boundary).
+
+Cost: epsilon per group (pure), charged by the list route's calls (``noisy_count_of``, ``asm_scan``).  Privacy:
+run_var's argument (``asymmetric``'s module docstring), which needs the bounds to be the infima over the add/remove
+ball up to relative rounding error, the error ``var_bounds`` already admits; a source with other summation order
+keeps that error of the same size (Kahan-Babuska sums: ``<= 2 ulp * sum |d|`` against pairwise's ``O(log n) ulp
+* sum |d|``).  The split is post-processing of the released count, and which summary steps run is a function of
+released counts only.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from ..noise import Rng
+from .asymmetric import (
+    RATIO,
+    SPLIT_VAR,
+    VarSummary,
+    asm_scan,
+    grid_ratio,
+    truncation,
+    var_bounds,
+    var_bounds_of,
+    var_summary,
+)
+from .batch import Batch
+from .primitives import need_wide, noisy_count_of
+
+__all__ = ["VarSource", "VarBatchSource", "variance", "released_count", "row_groups", "truncation_of"]
+
+
+class VarSource(Protocol):
+    """Per-group data of one value column over G groups (group-local indices ``0..G-1``)."""
+
+    def sizes(self) -> np.ndarray:
+        """Exact row count per group (NULL and NaN dropped), int64."""
+
+    def var_summary(self, groups: np.ndarray, C: int) -> VarSummary:
+        """The :class:`~dpsql.core.asymmetric.VarSummary` of ``groups`` (ascending) at truncation C."""
+
+    def batch(self, groups: np.ndarray) -> Batch:
+        """The rows of ``groups`` as a sorted, cleaned Batch (the hybrid route's small groups)."""
+
+
+class VarBatchSource:
+    """The summaries from a Batch in Python: the reference (the list route's own summary)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.s = batch.sorted()
+
+    def sizes(self) -> np.ndarray:
+        return self.s.sizes
+
+    def batch(self, groups: np.ndarray) -> Batch:  # noqa: D102
+        lo, hi = self.s.offsets[groups], self.s.offsets[groups + 1]
+        off = np.zeros(groups.size + 1, dtype=np.int64)
+        np.cumsum(hi - lo, out=off[1:])
+        take = np.repeat(lo - off[:-1], hi - lo) + np.arange(int(off[-1]))
+        sub = Batch(self.s.values[take], off)
+        sub._sorted = sub
+        return sub
+
+    def var_summary(self, groups: np.ndarray, C: int) -> VarSummary:  # noqa: D102
+        return var_summary(self.batch(groups), C)
+
+
+def _shares(epsilon: float) -> tuple[float, float, float]:
+    """(count eps, ASM eps, eps2) of run_var at ``epsilon``."""
+    eps_asm = SPLIT_VAR["asm"] * epsilon
+    return SPLIT_VAR["count"] * epsilon, eps_asm, eps_asm / (RATIO + 2.0)
+
+
+def truncation_of(epsilon: float) -> int:
+    """C of a dp_var call at ``epsilon`` (a function of epsilon only)."""
+    return truncation(_shares(epsilon)[2])
+
+
+def released_count(src: VarSource, epsilon: float, rng: Rng) -> np.ndarray:
+    """The released count of :func:`variance` (its first draw, the list route's); pass it back as ``n_hat``."""
+    return noisy_count_of(np.asarray(src.sizes(), dtype=np.int64), _shares(epsilon)[0], rng)
+
+
+def row_groups(n_hat: np.ndarray, small: float) -> np.ndarray:
+    """The groups :func:`variance` reads as rows: released count below ``small`` (a function of released values
+    and a public constant; dp_var is never NULL, so every group takes part)."""
+    return np.flatnonzero(np.asarray(n_hat, dtype=np.float64) < small)
+
+
+def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None, small: float = 0.0
+             ) -> np.ndarray:
+    """dp_var, asymmetric, without bounds: :func:`~dpsql.core.asymmetric.run_var`'s law (module docstring), the
+    population variance per group, never NULL.  Cost epsilon (pure).  ``n_hat``: the released count
+    (:func:`released_count`), else drawn here; ``small``: the hybrid split (:func:`row_groups`).  dp_stddev is
+    the square root of the release (post-processing)."""
+    need_wide("dp_var asymmetric")
+    n = np.asarray(src.sizes(), dtype=np.int64)
+    G = n.size
+    if n_hat is None:
+        n_hat = released_count(src, epsilon, rng)
+    _, eps_asm, eps2 = _shares(epsilon)
+    C = truncation(eps2)
+    log_f, log_L = np.empty(G), np.empty((G, C))
+    rows = row_groups(n_hat, small)
+    if rows.size:
+        log_f[rows], log_L[rows] = var_bounds(src.batch(rows), C)
+    big = np.setdiff1d(np.arange(G), rows)
+    if big.size:
+        log_f[big], log_L[big] = var_bounds_of(src.var_summary(big, C), C)
+    lb = np.log(grid_ratio(eps_asm, n_hat))
+    return asm_scan(log_f, log_L, np.zeros((G, 0)), np.full(G, np.inf), RATIO * eps2, eps2, rng, lb, 0.0)
