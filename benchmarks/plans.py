@@ -12,6 +12,8 @@ gap and bucket passes' time, and the large class's gap and bucket passes one by 
 the floor on every row vs on a Poisson subsample (scalefree.FLOOR_SAMPLE off / on), alternating fresh processes,
 list and summary routes (``--reps`` rounds).  ``--small-ab ROWS GROUPS...``: the summary route with every group
 through the passes vs every group read as rows (plans.SMALL_ROWS 0 vs inf), alternating fresh processes.
+``--aggregate iqr``: dp_iqr instead of dp_median, against ``quantile_cont(x, 0.75) - quantile_cont(x, 0.25)``
+(the table printed, and written to ``--out``: point it elsewhere to keep the median's results).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ import json, resource, sys, time
 import duckdb, dpsql
 from dpsql import plans
 rows, groups, route = int(float(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
-if len(sys.argv) > 4:  # --small-ab: the hybrid route's threshold
+if len(sys.argv) > 4 and sys.argv[4] != "default":  # --small-ab: the hybrid route's threshold
     plans.SMALL_ROWS = float(sys.argv[4])
+agg = sys.argv[5] if len(sys.argv) > 5 else "median"  # --aggregate
 con = dpsql.install(duckdb.connect())
 x = "exp(sqrt(-2 * ln(random())) * cos(6.283185307179586 * random()))"  # lognormal(0, 1)
 con.execute(f"CREATE TABLE t AS SELECT (random() * {groups})::BIGINT AS g, {x} AS x FROM range({rows})")
@@ -39,6 +42,9 @@ grp = " GROUP BY g" if groups > 1 else ""
 q = {"quantile_cont": f"SELECT {sel}quantile_cont(x, 0.5) FROM t{grp}",
      "list": f"SELECT {sel}dp_median(x, epsilon := 1) FROM t{grp}",
      "summary": f"SELECT {sel}dp_median(x, epsilon := 1) FROM t{grp}"}[route]
+if agg == "iqr":
+    q = (f"SELECT {sel}quantile_cont(x, 0.75) - quantile_cont(x, 0.25) FROM t{grp}" if route == "quantile_cont"
+         else f"SELECT {sel}dp_iqr(x, epsilon := 1) FROM t{grp}")
 t0 = time.perf_counter()
 if route == "summary":
     plans.run(con, q)
@@ -205,6 +211,7 @@ def main() -> None:
     ap.add_argument("--ladder-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--floor-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--small-ab", nargs="+", metavar="ROWS GROUPS")
+    ap.add_argument("--aggregate", choices=("median", "iqr"), default="median")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
     if a.ladder_ab:
@@ -219,7 +226,7 @@ def main() -> None:
     if a.profile:
         profile(int(float(a.profile[0])), int(a.profile[1]))
         return
-    lines = ["# dp_median: summary plans vs the list route vs quantile_cont", "",
+    lines = [f"# dp_{a.aggregate}: summary plans vs the list route vs quantile_cont", "",
              f"`benchmarks/plans.py` (fastest of {a.reps} run(s) per cell, fresh process each; 2 shared cores). x ~ "
              "lognormal(0, 1) in a DuckDB table; epsilon 1. s = wall time of the query; x = s / quantile_cont's s; "
              "peak = the process's peak RSS (MB) minus its RSS after loading the table (the query's own peak, "
@@ -231,8 +238,8 @@ def main() -> None:
             for route in ("quantile_cont", "list", "summary"):
                 runs = []
                 for _ in range(a.reps):
-                    out = subprocess.run([sys.executable, "-c", CHILD, rows, str(g), route], capture_output=True,
-                                         text=True, check=True).stdout
+                    out = subprocess.run([sys.executable, "-c", CHILD, rows, str(g), route, "default", a.aggregate],
+                                         capture_output=True, text=True, check=True).stdout
                     runs.append(json.loads(out.strip().splitlines()[-1]))
                 m = min(runs, key=lambda r: r["s"])
                 ref = m["s"] if ref is None else ref
