@@ -1,0 +1,140 @@
+"""Summary plans for dp_var and dp_stddev (issue 17): :class:`DuckVarSource`, the native DuckDB passes behind
+:class:`dpsql.core.summary_var.VarSource` (the core module has the steps and the privacy argument; dp_stddev is the
+square root of dp_var's release).
+
+:meth:`DuckVarSource.var_summary` computes :class:`dpsql.core.asymmetric.VarSummary` for the large groups (the
+hybrid's small ones come back as rows: :meth:`dpsql.plans.DuckSource.batch`) in two passes over their valid,
+clamped rows (the data rules of the list route: NULL and NaN dropped, values clamped to +-2**1000):
+
+1. **Edges and median**, one hash aggregate: ``min(_v, C + 1)`` and ``max(_v, C + 1)`` (DuckDB's top-k
+   aggregates: the C + 1 smallest rows ascending and the C + 1 largest descending, ties included as rows) and
+   ``quantile_disc(-_v, 0.5)``: DuckDB's discrete quantile is the sorted value at index ``floor((n - 1) / 2)``, so
+   its negation over ``-_v`` is the value at sorted position ``n // 2``, the list route's anchor xm, exactly (a
+   selection, no arithmetic).  The group keeps ``lo[:kg + 1]`` and ``hi[:kg + 1]``, ``kg = min((n + 1) // 2 - 1,
+   C)`` (n from the count pass); for n <= 2C + 1 these are every row, which the deeper windows read.
+2. **Core sums**, one pass with per-group parameters (xm, the core's first and last rows a = lo[kg] and b =
+   hi[kg], ``1 / sc_c`` from :func:`~dpsql.core.asymmetric.var_core_scale`, all functions of pass 1): ``fsum`` of
+   ``d = (_v - xm) * (1 / sc_c)`` and of ``d * d`` over the rows with ``a < _v < b`` (a CASE: d is computed only on
+   those rows, where ``|d| < 2``), and ``count_if(_v = a)``, ``count_if(_v = b)``.  The core is defined by
+   position (sorted ``[kg, n - kg)``), and rows equal to an edge value may lie on both sides of it; they are all
+   equal, so the core's share of them is counted: ``#(_v = a) - #{j < kg : lo[j] = a}`` rows at d(a) (and at b
+   with ``hi``); a constant core (``a = b``, then a = xm and d = 0) adds ``n - 2 kg`` rows at 0.
+
+Rounding.  d and d * d are the same IEEE operations as :func:`~dpsql.core.asymmetric._deviations`'; the sums add
+them in another order: DuckDB's ``fsum`` (Kahan-Babuska, error <= ~2 ulp of ``sum |d|``) instead of numpy's
+pairwise reduceat (``O(log n)`` ulp), and the tie rows as a count times d.  So the bounds equal the list route's
+to relative rounding error of the size ``var_bounds`` already admits (its docstring; the mechanism's proof needs
+no more), not bit for bit; the releases, grid points at least ``BETA_MIN - 1 = 1e-4`` apart relatively, are the
+list route's under the same draws unless a bound lies within those few ulps of a grid boundary
+(tests/plans/test_plans_var.py checks the summaries to 1e-12 and the releases equal under seeded draws).  Making
+the sums exact (fixed point at a grid fine enough for ``|d| < 2`` near 2**-1074, or a HUGEINT of scaled
+mantissas) would still not reproduce numpy's rounding, so it would buy no byte equality.
+
+Privacy and timing: the passes and their statements are the same for every dataset with the same released
+counts (pass 1 and 2 run iff some group's released count reaches the hybrid threshold; C is a function of
+epsilon); the top-k aggregates' heap work, like any sort (the list route sorts every group), depends on the order
+of the rows, not on anything released.  Memory: ``2 (C + 1)`` doubles per large group in pass 1, a few per group
+in pass 2 (against every row of the group for the list route).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..core.asymmetric import VarSummary, var_core_scale, var_edges
+from ..core.batch import Batch
+
+__all__ = ["DuckVarSource", "VALID", "CLAMPED"]
+
+#: the data rules of the passes (dpsql.plans' ``_VALID`` and ``DuckSource.VALUE``, restated: this module does not
+#: import the package, which imports it; tests/plans/test_plans_var.py checks they agree)
+VALID = "_x IS NOT NULL AND NOT isnan(_x)"
+CLAMPED = "CASE WHEN _x > pow(2.0, 1000) THEN pow(2.0, 1000) WHEN _x < -pow(2.0, 1000) THEN -pow(2.0, 1000) ELSE _x END"
+
+
+def _ints(t: pa.Table, col: str) -> np.ndarray:
+    return t.column(col).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _lists(t: pa.Table, col: str, G: int, at: np.ndarray, width: int, keep: np.ndarray) -> np.ndarray:
+    """The list column ``col`` (row i for group ``at[i]``) as a ``[width, G]`` array, the first ``keep[g]`` entries
+    of each list (0 past them)."""
+    out = np.zeros((width, G))
+    col = t.column(col).combine_chunks()
+    if len(col) == 0 or width == 0:
+        return out
+    flat = col.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    offs = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    starts = offs[:-1]
+    lens = np.diff(offs)
+    k = np.minimum(lens, keep[at])
+    j = np.arange(width)[:, None]
+    ok = j < k[None, :]
+    out[:, at] = np.where(ok, flat[np.clip(starts[None, :] + j, 0, max(flat.size - 1, 0))], 0.0)
+    return out
+
+
+class DuckVarSource:
+    """:class:`dpsql.core.summary_var.VarSource` over a :class:`dpsql.plans.DuckSource` (its count, its per-group
+    parameter tables and passes, and its rows for the hybrid's small groups)."""
+
+    def __init__(self, src) -> None:  # noqa: ANN001 - a dpsql.plans.DuckSource (not imported: no cycle)
+        self.src = src
+
+    @property
+    def passes(self) -> int:
+        return self.src.passes
+
+    def sizes(self) -> np.ndarray:
+        return self.src.sizes()
+
+    def batch(self, groups: np.ndarray) -> Batch:
+        return self.src.batch(groups)
+
+    def var_summary(self, groups: np.ndarray, C: int) -> VarSummary:
+        """Module docstring: two passes over the valid rows of ``groups`` (ascending)."""
+        src = self.src
+        G = groups.size
+        n = np.asarray(src.sizes(), dtype=np.int64)[groups]
+        kg = var_edges(n, C)
+        keep = np.minimum(n, kg + 1)
+        width = int(keep.max(initial=0))
+        # pass 1: the edges and the exact median
+        src._registered = []
+        t = src._run(f"SELECT _g, min(_v, {C + 1}) AS lo, max(_v, {C + 1}) AS hi, quantile_disc(-_v, 0.5) AS nxm "
+                     f"FROM (SELECT p._g AS _g, {CLAMPED} AS _v FROM {src._params(groups, {})} WHERE {VALID}) "
+                     f"GROUP BY _g")
+        at = _ints(t, "_g")
+        lo = _lists(t, "lo", G, at, width, keep)
+        hi = _lists(t, "hi", G, at, width, keep)
+        xm = np.zeros(G)
+        xm[at] = -t.column("nxm").to_numpy(zero_copy_only=False).astype(np.float64)
+        # pass 2: the core sums
+        cols = np.arange(G)
+        a = lo[np.minimum(kg, max(width - 1, 0)), cols] if width else np.zeros(G)
+        b = hi[np.minimum(kg, max(width - 1, 0)), cols] if width else np.zeros(G)
+        inv = 1.0 / var_core_scale(n, xm, lo, hi, kg)  # a power of two: exact
+        src._registered = []
+        par = src._params(groups, {"_xm": xm, "_a": a, "_b": b, "_inv": inv})
+        d = "((_v - _xm) * _inv)"
+        t = src._run(f"SELECT _g, fsum(CASE WHEN _v > _a AND _v < _b THEN {d} END) AS s1, "
+                     f"fsum(CASE WHEN _v > _a AND _v < _b THEN {d} * {d} END) AS s2, "
+                     f"count_if(_v = _a) AS ca, count_if(_v = _b) AS cb "
+                     f"FROM (SELECT p._g AS _g, {CLAMPED} AS _v, p._xm AS _xm, p._a AS _a, p._b AS _b, "
+                     f"p._inv AS _inv FROM {par} WHERE {VALID}) GROUP BY _g")
+        at = _ints(t, "_g")
+        s1, s2, ca, cb = np.zeros(G), np.zeros(G), np.zeros(G, dtype=np.int64), np.zeros(G, dtype=np.int64)
+        s1[at] = np.nan_to_num(t.column("s1").to_numpy(zero_copy_only=False).astype(np.float64), nan=0.0)
+        s2[at] = np.nan_to_num(t.column("s2").to_numpy(zero_copy_only=False).astype(np.float64), nan=0.0)
+        ca[at], cb[at] = _ints(t, "ca"), _ints(t, "cb")
+        edge = np.arange(width)[:, None] < kg[None, :]
+        ca_core = ca - np.count_nonzero(edge & (lo == a[None, :]), axis=0)
+        cb_core = cb - np.count_nonzero(edge & (hi == b[None, :]), axis=0)
+        same = a == b
+        ca_core = np.where(same, n - 2 * kg, ca_core)
+        cb_core = np.where(same, 0, cb_core)
+        da, db = (a - xm) * inv, (b - xm) * inv
+        s1 = s1 + ca_core * da + cb_core * db
+        s2 = s2 + ca_core * (da * da) + cb_core * (db * db)
+        return VarSummary(n, xm, lo, hi, s1, s2)
