@@ -14,7 +14,9 @@ the hybrid route's small groups.  ``dp_iqr(x, epsilon := e)`` (same named argume
 :func:`dpsql.core.summary.iqr`: Q1 and Q3 of one released count, one floor and (near) one centre, routed as a
 quantile at p = 1/4; per wide class two bucket passes per quartile, the first bucket pass and the tail pass shared.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
-The guarded front doors do not use this yet.
+The guarded front doors (``dpsql.connect``'s sessions: the shell, ``dpsql query``, the server) use it too: their
+executor runs the guard's rewritten SQL through :func:`run` with ``materialize=True`` when it compiles
+(:meth:`dpsql.executor.Executor.run`; :func:`materialized`: every pass must see the same rows).
 
 Hybrid route (:data:`SMALL_ROWS`).  The count pass gives every call its released count first
 (:func:`dpsql.core.summary.released_count`, one draw per call, in the calls' order); the groups a call reads as
@@ -101,8 +103,11 @@ from a child generator seeded by one word of it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -118,7 +123,7 @@ from ..core.batch import Batch, clean
 from ..core.registry import validate
 from ..noise import Rng, system_rng
 
-__all__ = ["run", "compile_query", "Plan", "Call", "DuckSource"]
+__all__ = ["run", "compile_query", "materialized", "Plan", "Call", "DuckSource"]
 
 _DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None}
 _ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
@@ -696,13 +701,50 @@ def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarra
     return np.nan_to_num(v_lo, nan=-np.inf), np.nan_to_num(v_hi, nan=np.inf)
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str, rng: Rng | None = None) -> pa.Table:
+@contextlib.contextmanager
+def materialized(con: duckdb.DuckDBPyConnection, plan: Plan) -> Iterator[Plan]:
+    """``plan`` over its input computed once: a TEMP table (in the connection's in-memory ``temp`` catalog) of
+    the plan's keys ``_k0, ...`` and of each distinct value expression ``CAST(value AS DOUBLE)`` as ``_x0, ...``
+    (what the passes read, nothing else), and a plan reading it; the table is dropped on exit, also on failure.
+
+    Why: the passes (count, rows, gap, bucket and tail passes) each evaluate ``plan.source`` again.  A source
+    with a random part (the guard's ``_dpsql_rand()`` choice of which rows of a privacy unit to keep) would
+    draw a new choice in every pass, so the count pass and the later passes would see different rows; the list
+    route evaluates its source once.  Materialized, every pass sees the same rows: the ones one evaluation of
+    the source chose, as the list route's.  Privacy and cost: the rows the mechanism reads have the law they
+    have under the list route (one evaluation of the same source), and the plans release the list route's law
+    on given rows, so the release's law and its cost (the guard's) are unchanged; the table is never released.
+    Time and memory: one scan of the source and 8 bytes per row and value plus the keys, a function of the row
+    count (and of the keys' widths, as any scan); the statement count is fixed."""
+    values = list(dict.fromkeys(c.value for c in plan.calls))
+    name = f'temp.main."_dpsql_plan_src{next(DuckSource._ids)}"'
+    cols = [f"{k} AS _k{i}" for i, k in enumerate(plan.keys)]
+    cols += [f"CAST({v} AS DOUBLE) AS _x{j}" for j, v in enumerate(values)]
+    try:
+        con.execute(f"CREATE TEMP TABLE {name} AS SELECT {', '.join(cols)} {plan.source}")
+        yield dataclasses.replace(plan, source=f"FROM {name}", keys=tuple(f"_k{i}" for i in range(len(plan.keys))),
+                                  calls=tuple(dataclasses.replace(c, value=f"_x{values.index(c.value)}")
+                                              for c in plan.calls))
+    finally:
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+        except duckdb.Error:  # interrupted while dropping (a late cancel): once more
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None, *,
+        materialize: bool = False) -> pa.Table:
     """Run ``sql`` (trusted mode) and return its result: through summary plans when :func:`compile_query` owns
-    it, else as written (the plain macros; ``dpsql.install(con)`` first).  ``rng``: a seeded generator, for
-    tests only; production noise and matchings come from the OS CSPRNG."""
-    plan = compile_query(sql)
+    it (or ``sql`` is a compiled plan), else as written (the plain macros; ``dpsql.install(con)`` first).
+    ``rng``: a seeded generator, for tests only; production noise and matchings come from the OS CSPRNG.
+    ``materialize``: the passes read the plan's input computed once (:func:`materialized`); needed when the
+    source is not deterministic (the guarded front doors: :meth:`dpsql.executor.Executor.run`)."""
+    plan = compile_query(sql) if isinstance(sql, str) else sql
     if plan is None:
         return _fetch(con, sql)
+    if materialize:
+        with materialized(con, plan) as local:
+            return run(con, local, rng)
     rng = system_rng() if rng is None else rng
     keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
     xs = ", ".join([f"count(*) FILTER (WHERE _x{j} IS NOT NULL AND NOT isnan(_x{j})) AS _n{j}"
