@@ -153,3 +153,33 @@ def test_server_sends_a_ci_struct_as_json_text(real_server, real_db, binary: boo
         r = json.loads(text)
         assert list(r) == ["value", "lo", "hi"] and r["lo"] <= r["value"] <= r["hi"] and abs(r["value"] - 1000) < 50
     assert [e.amount for e in dpsql.admin(real_db).charges("alice")] == [Decimal("0.5")]
+
+
+def test_median_over_the_wire_and_cli_runs_the_summary_plans(real_server, real_db, monkeypatch) -> None:
+    """Issue 17: a guarded dp_median / dp_quantile through the server and through ``dpsql query`` is answered by
+    the summary plans (over the query's input materialized once), charged once, with its columns and types."""
+    import dpsql
+    from dpsql import plans
+
+    psycopg = pytest.importorskip("psycopg")
+    seen = []
+    real = plans.run
+
+    def spy(con, sql, rng=None, *, materialize=False):  # noqa: ANN001, ANN202
+        seen.append(materialize)
+        return real(con, sql, rng, materialize=materialize)
+
+    monkeypatch.setattr(plans, "run", spy)
+    with psycopg.connect(dsn(real_server), autocommit=True) as c:
+        cur = c.execute("SELECT carrier, dp_median(dep_delay, epsilon := 0.5) AS m, dp_quantile(dep_delay, 0.9, "
+                        "epsilon := 0.5) AS p90 FROM flights GROUP BY carrier")
+        assert [d.name for d in cur.description] == ["carrier", "m", "p90"]
+        rows = sorted(cur.fetchall())
+    assert [r[0] for r in rows] == ["AA", "DL", "UA"]
+    assert all(isinstance(v, float) and -10 <= v <= 60 for r in rows for v in r[1:])  # data in [-5, 44], 1000 rows each
+    assert seen.count(True) == 1
+    r = CliRunner().invoke(main, ["query", real_db, "-a", "alice", "--format", "csv",
+                                  "SELECT dp_median(dep_delay, epsilon := 0.25) AS m FROM flights"])
+    assert r.exit_code == 0, r.output
+    assert seen.count(True) == 2
+    assert [e.amount for e in dpsql.admin(real_db).charges("alice")] == [Decimal("1.0"), Decimal("0.25")]
