@@ -13,6 +13,9 @@ them "wide" (large groups) take the passes below; the "near" ones (small release
 the hybrid route's small groups.  ``dp_iqr(x, epsilon := e)`` (same named arguments) is
 :func:`dpsql.core.summary.iqr`: Q1 and Q3 of one released count, one floor and (near) one centre, routed as a
 quantile at p = 1/4; per wide class two bucket passes per quartile, the first bucket pass and the tail pass shared.
+``dp_mean(x, epsilon := e)`` and ``dp_sum(x, epsilon := e)`` (same named arguments) are
+:func:`dpsql.core.summary_mean.mean` / ``sum`` on :class:`dpsql.plans.mean.MeanDuckSource` (its passes: the radius
+histogram, the derived ``|x - c|`` for the cap, the clipped fixed-point sums); their small groups join the rows pass.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors (``dpsql.connect``'s sessions: the shell, ``dpsql query``, the server) use it too: their
 executor runs the guard's rewritten SQL through :func:`run` with ``materialize=True`` when it compiles
@@ -117,7 +120,7 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 import sqlglot
 from sqlglot import exp
 
-from ..core import ParameterError, Params, get_method
+from ..core import ParameterError, Params, get_method, summary_mean
 from ..core import summary as core_summary
 from ..core.batch import Batch, clean
 from ..core.registry import validate
@@ -125,7 +128,9 @@ from ..noise import Rng, system_rng
 
 __all__ = ["run", "compile_query", "materialized", "Plan", "Call", "DuckSource"]
 
-_DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None}
+_DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None, "dp_mean": None, "dp_sum": None}
+#: dp_mean / dp_sum: dpsql.core.summary_mean through dpsql.plans.mean.MeanDuckSource
+_MEAN_SUM = {"dp_mean": "mean", "dp_sum": "sum"}
 _ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
                  "exclude"}
 
@@ -139,7 +144,7 @@ class Call:
     epsilon: float
     name: str
     p: float | tuple[float, ...] = 0.5
-    aggregate: str = "quantile"  # or "iqr"
+    aggregate: str = "quantile"  # or "iqr", "mean", "sum"
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,9 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     eps = _literal_number(named["epsilon"])
     if eps is None:
         return None
+    if fn in _MEAN_SUM:  # scalefree's mean / sum (dpsql.core.summary_mean)
+        validate(_MEAN_SUM[fn], get_method(_MEAN_SUM[fn], None), Params(epsilon=eps))
+        return Call(pos[0].sql("duckdb"), eps, name, 0.5, _MEAN_SUM[fn])
     if fn == "dp_iqr":  # Q1 and Q3 of one count, floor and centre (dpsql.core.summary.iqr)
         validate("iqr", get_method("iqr", None), Params(epsilon=eps))
         return Call(pos[0].sql("duckdb"), eps, name, core_summary.IQR_PS, "iqr")
@@ -755,12 +763,13 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
                          f"{xs} FROM ({inner}) {'GROUP BY ALL' if keys else ''}")
     key_table = groups.select([f"_k{i}" for i in range(len(plan.keys))])
     rows = _np(groups, "_rows")
-    srcs = [DuckSource(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, rows) for j in range(len(plan.calls))]
-    n_hat = [core_summary.released_count(s, c.epsilon, rng, c.p) for s, c in zip(srcs, plan.calls, strict=True)]
+    srcs = [_source_class(c)(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, rows)
+            for j, c in enumerate(plan.calls)]
+    n_hat = [_released_count(s, c, rng) for s, c in zip(srcs, plan.calls, strict=True)]
     fetched: dict[str, DuckSource] = {}  # the hybrid route: one rows pass per value expression
     for value in dict.fromkeys(c.value for c in plan.calls):
         js = [j for j, c in enumerate(plan.calls) if c.value == value]
-        few = [core_summary.row_groups(n_hat[j], plan.calls[j].epsilon, plan.calls[j].p, SMALL_ROWS) for j in js]
+        few = [_row_groups(n_hat[j], plan.calls[j]) for j in js]
         every = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *few]))
         if every.size:
             srcs[js[0]].fetch_rows(every)
@@ -770,7 +779,9 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
         src = srcs[j]
         if call.value in fetched:
             src.share_rows(fetched[call.value])
-        if call.aggregate == "iqr":
+        if call.aggregate in ("mean", "sum"):
+            out.append(getattr(summary_mean, call.aggregate)(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
+        elif call.aggregate == "iqr":
             out.append(core_summary.iqr(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
         elif call.p == 0.5:
             out.append(core_summary.median(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
@@ -785,6 +796,30 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
             v = out[i]
             arrays.append(pa.array(v, type=pa.float64(), mask=np.isnan(v)))
     return pa.table(arrays, names=names)
+
+
+def _source_class(call: Call) -> type[DuckSource]:
+    """The source of a call: the mean's and the sum's have their extra passes (:mod:`dpsql.plans.mean`)."""
+    if call.aggregate in ("mean", "sum"):
+        from .mean import MeanDuckSource  # it subclasses DuckSource
+
+        return MeanDuckSource
+    return DuckSource
+
+
+def _released_count(src: DuckSource, call: Call, rng: Rng) -> np.ndarray:
+    """A call's released count, its first draw (:func:`dpsql.core.summary.released_count`,
+    :func:`dpsql.core.summary_mean.released_count`)."""
+    if call.aggregate in ("mean", "sum"):
+        return summary_mean.released_count(src, call.epsilon, rng)
+    return core_summary.released_count(src, call.epsilon, rng, call.p)
+
+
+def _row_groups(n_hat: np.ndarray, call: Call) -> np.ndarray:
+    """The groups a call reads as rows (the hybrid route), from its released count."""
+    if call.aggregate in ("mean", "sum"):
+        return summary_mean.row_groups(n_hat, call.epsilon, call.aggregate, SMALL_ROWS)
+    return core_summary.row_groups(n_hat, call.epsilon, call.p, SMALL_ROWS)
 
 
 ParameterError = ParameterError  # re-exported: a bad epsilon raises it, naming the argument

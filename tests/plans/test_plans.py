@@ -288,7 +288,7 @@ def test_compiles_only_what_it_owns() -> None:
               "SELECT dp_quantile(x, 1.5, epsilon := 1) FROM t",
               "SELECT dp_quantile(x, y, epsilon := 1) FROM t",
               "SELECT dp_quantile(x, 0.9, epsilon := 1, level := 0.9) FROM t",
-              "SELECT dp_mean(x, epsilon := 1) FROM t",
+              "SELECT dp_mean_ci(x, epsilon := 1) FROM t",
               "SELECT g, dp_median(x, epsilon := 1) FROM t GROUP BY g HAVING count(*) > 1",
               "SELECT h, dp_median(x, epsilon := 1) FROM t GROUP BY g",
               "SELECT dp_median(x, epsilon := 1) FROM t ORDER BY 1"):

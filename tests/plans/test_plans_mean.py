@@ -5,13 +5,17 @@ same matching keys."""
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 from test_plans import EXTREME, _group, _one_thread, _Replay
 
+import dpsql
 from dpsql import plans
-from dpsql.core import summary_mean
+from dpsql.core import Params, get_method, scalefree, summary_mean
 from dpsql.core.batch import Batch
+from dpsql.core.registry import budget_of
 from dpsql.core.summary import raw_codes
 from dpsql.noise import Rng
 from dpsql.plans.mean import MeanDuckSource
@@ -64,7 +68,8 @@ def test_radius_histogram_and_clipped_sums_are_the_reference(trial: int) -> None
         l, h = c - rad, c + rad
         cc = l / 2.0 + h / 2.0
         for centred, sens in ((cc, h / 2.0 - l / 2.0), (None, np.maximum(np.abs(l), np.abs(h)))):
-            assert np.array_equal(src.clipped_sums(idx, l, h, centred, sens), ref.clipped_sums(idx, l, h, centred, sens))
+            want = ref.clipped_sums(idx, l, h, centred, sens)
+            assert np.array_equal(src.clipped_sums(idx, l, h, centred, sens), want)
 
 
 @pytest.mark.parametrize("trial", range(10))
@@ -104,3 +109,86 @@ def test_same_releases_as_the_reference_on_the_same_matching(trial: int, kind: s
     got = fn(src, eps, Rng.seeded(trial))
     want = fn(_MeanReplay(lists, pos), eps, Rng.seeded(trial))
     assert np.array_equal(got, want, equal_nan=True)
+
+
+def _run(g: np.ndarray, x: np.ndarray, kind: str, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    con = _one_thread(g, x)
+    got = plans.run(con, f"SELECT g, dp_{kind}(x, epsilon := {eps!r}) AS m FROM t GROUP BY g", Rng.seeded(seed))
+    return np.array(got.column("g").to_pylist()), got.column("m").to_numpy(zero_copy_only=False).astype(float)
+
+
+@pytest.mark.parametrize("kind", ["mean", "sum"])
+@pytest.mark.parametrize("trial", range(8))
+def test_run_is_the_reference_on_the_same_matching(trial: int, kind: str, floor_sample: bool) -> None:
+    """plans.run end to end (count pass, passes, dispatch) against the reference on the same keys: every group
+    through the passes (SMALL_ROWS 0), and a mixed split (SMALL_ROWS 500: groups of 300 rows read as rows)."""
+    r = np.random.default_rng(300 + trial)
+    g, x = _table(r, (0, 1, 40, 300, 900, 3000))
+    eps = float(r.choice([0.5, 1.0, 5.0]))
+    for small in (0.0, 500.0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(plans, "SMALL_ROWS", small)
+            order, got = _run(g, x, kind, eps, trial)
+        pos = np.arange(x.size)
+        src = _MeanReplay([x[g == k] for k in order], [pos[g == k] for k in order])
+        want = getattr(summary_mean, kind)(src, eps, Rng.seeded(trial), small=small)
+        assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", ["mean", "sum"])
+@pytest.mark.parametrize("trial", range(8))
+def test_run_all_rows_is_the_list_route(trial: int, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid route reading every group as rows releases what the list route releases, draw for draw."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", np.inf)
+    r = np.random.default_rng(400 + trial)
+    g, x = _table(r, (0, 1, 40, 300, 900, 3000))
+    eps = float(r.choice([0.1, 0.5, 1.0, 5.0]))
+    order, got = _run(g, x, kind, eps, trial)
+    params = Params(epsilon=eps)
+    run = scalefree.run_mean if kind == "mean" else scalefree.run_sum
+    want = run(Batch.from_lists([x[g == k] for k in order]), budget_of(get_method(kind, "scalefree"), params), params,
+               Rng.seeded(trial))
+    assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", ["mean", "sum"])
+def test_one_group_all_rows_is_the_macro(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One group read as rows: plans.run and the installed macro (the list route) release the same value from the
+    same seed."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", np.inf)
+    x = np.random.default_rng(5).lognormal(0, 2, 2000)
+    con = duckdb.connect()
+    con.register("t", pa.table({"x": x}))
+    got = plans.run(con, f"SELECT dp_{kind}(x, epsilon := 1.0) AS m FROM t", Rng.seeded(9)).column("m").to_pylist()
+    dpsql.install(con, rng=Rng.seeded(9))
+    want = con.sql(f"SELECT dp_{kind}(x, epsilon := 1.0) AS m FROM t").fetchall()
+    assert got == [want[0][0]]
+
+
+def test_compile_accepts_mean_and_sum_only_plain() -> None:
+    plan = plans.compile_query("SELECT g, dp_mean(x, epsilon := 0.5) AS a, dp_sum(y, epsilon := 1, method := "
+                               "'scalefree') AS b, dp_median(x, epsilon := 1) AS c FROM t GROUP BY g")
+    assert [(c.aggregate, c.value, c.epsilon) for c in plan.calls] == [("mean", "x", 0.5), ("sum", "y", 1.0),
+                                                                       ("quantile", "x", 1.0)]
+    for sql in ("SELECT dp_mean(x, epsilon := 1, lower := 0, upper := 1) FROM t",
+                "SELECT dp_sum(x, epsilon := 1, method := 'clipped') FROM t",
+                "SELECT dp_mean_ci(x, epsilon := 1) FROM t", "SELECT dp_mean(x) FROM t",
+                "SELECT dp_sum(x, 2, epsilon := 1) FROM t"):
+        assert plans.compile_query(sql) is None, sql
+    with pytest.raises(plans.ParameterError):
+        plans.compile_query("SELECT dp_mean(x, epsilon := 0) FROM t")
+
+
+def test_mean_sum_and_median_share_the_count_and_rows_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp_mean, dp_sum and dp_median of one value in one query: one rows pass for every small group of the three."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", np.inf)
+    r = np.random.default_rng(7)
+    g, x = np.repeat(np.arange(3), 500), r.normal(3, 1, 1500)
+    con = _one_thread(g, x)
+    seen = []
+    real = plans._fetch
+    monkeypatch.setattr(plans, "_fetch", lambda c, sql, params=None: seen.append(sql) or real(c, sql, params))
+    out = plans.run(con, "SELECT g, dp_mean(x, epsilon := 1) AS a, dp_sum(x, epsilon := 1) AS b, "
+                         "dp_median(x, epsilon := 1) AS c FROM t GROUP BY g", Rng.seeded(1))
+    assert out.num_rows == 3 and len(seen) == 2  # the count pass and one rows pass
+    assert np.all(np.abs(np.array(out.column("a").to_pylist()) - 3) < 0.5)
