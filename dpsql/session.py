@@ -8,7 +8,8 @@
    :class:`~dpsql.errors.PrivacyError` before anything is read or charged;
 3. DuckDB binds the rewritten SQL without running it (schema only; a failure is refused uncharged);
 4. the ledger charges the cost, durably (DPSQL-E070 when the budget would be exceeded);
-5. the executor runs the SQL; a failure from here on is the generic, charged DPSQL-E080;
+5. the executor runs the SQL (through the summary plans when :func:`dpsql.plans.compile_query` owns it,
+   :meth:`dpsql.executor.Executor.run`); a failure from here on is the generic, charged DPSQL-E080;
 6. the charge is marked released and the rows are returned with the amount charged and remaining.
 
 Consistent answers (issue 19): step 4 first looks for a stored release of the same checked query by the

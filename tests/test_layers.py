@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("session parts", ("dpsql.executor", "dpsql.budget_views")),
     ("policy", ("dpsql.policy",)),  # policy metadata -> the guard's Catalog
     ("guard and ledger", ("dpsql.guard", "dpsql.ledger")),
-    ("binding", ("dpsql.duck", "dpsql.macrogen", "dpsql.plans")),  # plans: trusted-mode summary plans (issue 17)
+    ("binding", ("dpsql.duck", "dpsql.macrogen", "dpsql.plans")),  # plans: summary plans, both modes (issue 17)
     ("core", ("dpsql.core",)),
     ("noise", ("dpsql.noise",)),
     ("aliases", ("dpsql.sqlfiles",)),  # the former name of sqltext's file helpers, while imports of it remain
