@@ -233,7 +233,10 @@ class VarSummary:
 
     Per group g of G (sorted positions ``0..n-1``, ``kg = min((n + 1) // 2 - 1, C)``, :func:`var_edges`):
 
-    * ``n`` [G] int64: the row count; ``xm`` [G]: the value at sorted position ``n // 2`` (0 when n = 0);
+    * ``n`` [G] int64: the row count; ``xm`` [G]: the anchor, any value inside the core (between its first and
+      last rows, below): :func:`var_summary` takes the value at sorted position ``n // 2`` (the median), a source
+      may take another (the bounds depend on it only through rounding: every window a bound sums over holds the
+      core, so sums accumulate outward from a point inside it either way); 0 when n = 0;
     * ``lo``, ``hi`` [W, G] float64: ``lo[j] = x_(j)``, ``hi[j] = x_(n-1-j)`` for ``j < min(n, kg + 1)`` (0 past
       it, never read), ``W = max kg + 1``: the edges (``j < kg``, the rows outside the core), the core's first and
       last rows (``j = kg``) and, for ``n <= 2C + 1``, together every row (what the deeper windows read);
@@ -243,7 +246,7 @@ class VarSummary:
 
     :func:`var_summary` computes it from a sorted batch (the list route: :func:`var_bounds` is
     ``var_bounds_of(var_summary(s, C), C)``, the same floating-point operations as before the split); the summary
-    plans compute it with native passes (top-k lists, the exact median, one pass for the core sums)."""
+    plans compute it with native passes (top-k lists, then one pass for the core sums around the core's midpoint)."""
 
     n: np.ndarray
     xm: np.ndarray

@@ -16,6 +16,9 @@ quantile at p = 1/4; per wide class two bucket passes per quartile, the first bu
 ``dp_mean(x, epsilon := e)`` and ``dp_sum(x, epsilon := e)`` (same named arguments) are
 :func:`dpsql.core.summary_mean.mean` / ``sum`` on :class:`dpsql.plans.mean.MeanDuckSource` (its passes: the radius
 histogram, the derived ``|x - c|`` for the cap, the clipped fixed-point sums); their small groups join the rows pass.
+``dp_var(x, epsilon := e)`` and ``dp_stddev(x, epsilon := e)`` (at most ``method := 'asymmetric'`` besides) are
+:func:`dpsql.core.summary_var.variance` (its square root) on :class:`dpsql.plans.var.DuckVarSource`: two passes (the
+top-k edges, then the core sums around the core's midpoint) for large groups; their small groups join the rows pass.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors (``dpsql.connect``'s sessions: the shell, ``dpsql query``, the server) use it too: their
 executor runs the guard's rewritten SQL through :func:`run` with ``materialize=True`` when it compiles
@@ -122,15 +125,20 @@ from sqlglot import exp
 
 from ..core import ParameterError, Params, get_method, summary_mean
 from ..core import summary as core_summary
+from ..core import summary_var as core_var
 from ..core.batch import Batch, clean
 from ..core.registry import validate
 from ..noise import Rng, system_rng
+from .var import DuckVarSource
 
 __all__ = ["run", "compile_query", "materialized", "Plan", "Call", "DuckSource"]
 
 _DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None, "dp_mean": None, "dp_sum": None}
 #: dp_mean / dp_sum: dpsql.core.summary_mean through dpsql.plans.mean.MeanDuckSource
 _MEAN_SUM = {"dp_mean": "mean", "dp_sum": "sum"}
+#: dp_var / dp_stddev (asymmetric, the default): dpsql.core.summary_var through dpsql.plans.var.DuckVarSource
+_VAR = {"dp_var": "var", "dp_stddev": "stddev"}
+_DP.update(dict.fromkeys(_VAR))
 _ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
                  "exclude"}
 
@@ -177,6 +185,8 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     want = 2 if fn == "dp_quantile" else 1
     if len(pos) != want or set(named) - {"epsilon", "method"} or "epsilon" not in named:
         return None
+    if fn in _VAR:
+        return _var_call(pos[0], named, name, _VAR[fn])
     p = _literal_number(pos[1]) if fn == "dp_quantile" else 0.5
     if p is None or not 0.0 < p < 1.0:
         return None
@@ -196,6 +206,18 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     params = Params(epsilon=eps, p=p)
     validate("quantile", get_method("quantile", None), params)  # ParameterError names the argument
     return Call(pos[0].sql("duckdb"), eps, name, p)
+
+
+def _var_call(value: exp.Expression, named: dict, name: str, aggregate: str) -> Call | None:
+    """dp_var / dp_stddev with at most ``method := 'asymmetric'`` (the default) besides epsilon."""
+    m = named.get("method")
+    if m is not None and not (isinstance(m, exp.Literal) and m.is_string and m.this in ("asymmetric", "default")):
+        return None
+    eps = _literal_number(named["epsilon"])
+    if eps is None:
+        return None
+    validate("var", get_method("var", None), Params(epsilon=eps))  # ParameterError names the argument
+    return Call(value.sql("duckdb"), eps, name, 0.5, aggregate)
 
 
 def compile_query(sql: str) -> Plan | None:
@@ -779,7 +801,9 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
         src = srcs[j]
         if call.value in fetched:
             src.share_rows(fetched[call.value])
-        if call.aggregate in ("mean", "sum"):
+        if call.aggregate in _VAR.values():
+            out.append(_variance(src, call, n_hat[j], rng))
+        elif call.aggregate in ("mean", "sum"):
             out.append(getattr(summary_mean, call.aggregate)(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
         elif call.aggregate == "iqr":
             out.append(core_summary.iqr(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
@@ -807,9 +831,19 @@ def _source_class(call: Call) -> type[DuckSource]:
     return DuckSource
 
 
+def _variance(src: DuckSource, call: Call, n_hat: np.ndarray, rng: Rng) -> np.ndarray:
+    """dp_var (:func:`dpsql.core.summary_var.variance` on :class:`dpsql.plans.var.DuckVarSource`: the small groups
+    from the rows pass, the others from two summary passes) or dp_stddev, its square root (post-processing, as
+    the binding's)."""
+    v = core_var.variance(DuckVarSource(src), call.epsilon, rng, n_hat=n_hat, small=SMALL_ROWS)
+    return np.sqrt(np.maximum(v, 0.0)) if call.aggregate == "stddev" else v
+
+
 def _released_count(src: DuckSource, call: Call, rng: Rng) -> np.ndarray:
     """A call's released count, its first draw (:func:`dpsql.core.summary.released_count`,
     :func:`dpsql.core.summary_mean.released_count`)."""
+    if call.aggregate in _VAR.values():
+        return core_var.released_count(src, call.epsilon, rng)
     if call.aggregate in ("mean", "sum"):
         return summary_mean.released_count(src, call.epsilon, rng)
     return core_summary.released_count(src, call.epsilon, rng, call.p)
@@ -817,6 +851,8 @@ def _released_count(src: DuckSource, call: Call, rng: Rng) -> np.ndarray:
 
 def _row_groups(n_hat: np.ndarray, call: Call) -> np.ndarray:
     """The groups a call reads as rows (the hybrid route), from its released count."""
+    if call.aggregate in _VAR.values():
+        return core_var.row_groups(n_hat, SMALL_ROWS)
     if call.aggregate in ("mean", "sum"):
         return summary_mean.row_groups(n_hat, call.epsilon, call.aggregate, SMALL_ROWS)
     return core_summary.row_groups(n_hat, call.epsilon, call.p, SMALL_ROWS)

@@ -6,29 +6,32 @@ square root of dp_var's release).
 hybrid's small ones come back as rows: :meth:`dpsql.plans.DuckSource.batch`) in two passes over their valid,
 clamped rows (the data rules of the list route: NULL and NaN dropped, values clamped to +-2**1000):
 
-1. **Edges and median**, one hash aggregate: ``min(_v, C + 1)`` and ``max(_v, C + 1)`` (DuckDB's top-k
-   aggregates: the C + 1 smallest rows ascending and the C + 1 largest descending, ties included as rows) and
-   ``quantile_disc(-_v, 0.5)``: DuckDB's discrete quantile is the sorted value at index ``floor((n - 1) / 2)``, so
-   its negation over ``-_v`` is the value at sorted position ``n // 2``, the list route's anchor xm, exactly (a
-   selection, no arithmetic).  The group keeps ``lo[:kg + 1]`` and ``hi[:kg + 1]``, ``kg = min((n + 1) // 2 - 1,
-   C)`` (n from the count pass); for n <= 2C + 1 these are every row, which the deeper windows read.
-2. **Core sums**, one pass with per-group parameters (xm, the core's first and last rows a = lo[kg] and b =
-   hi[kg], ``1 / sc_c`` from :func:`~dpsql.core.asymmetric.var_core_scale`, all functions of pass 1): ``fsum`` of
+1. **Edges**, one hash aggregate: ``min(_v, C + 1)`` and ``max(_v, C + 1)`` (DuckDB's top-k aggregates: the C + 1
+   smallest rows ascending and the C + 1 largest descending, ties included as rows).  The group keeps
+   ``lo[:kg + 1]`` and ``hi[:kg + 1]``, ``kg = min((n + 1) // 2 - 1, C)`` (n from the count pass); for n <= 2C + 1
+   these are every row, which the deeper windows read.  The anchor xm is the midpoint of the core's first and last
+   rows ``a = lo[kg]``, ``b = hi[kg]`` (``a / 2 + b / 2`` clamped into ``[a, b]``; a when a = b), not the list
+   route's sorted value at n // 2: any value inside the core serves (``VarSummary``: the bounds do not depend on it
+   but through rounding, and every window the sums accumulate over holds the core, so the no-cancellation argument
+   is the same), and the exact median (``quantile_disc``, a holistic aggregate that buffers every row) cost 0.19 s
+   more of this pass's 0.27 s at 10**7 rows.
+2. **Core sums**, one pass with per-group parameters (xm, a, b, ``1 / sc_c`` from
+   :func:`~dpsql.core.asymmetric.var_core_scale`, all functions of pass 1): ``fsum`` of
    ``d = (_v - xm) * (1 / sc_c)`` and of ``d * d`` over the rows with ``a < _v < b`` (a CASE: d is computed only on
    those rows, where ``|d| < 2``), and ``count_if(_v = a)``, ``count_if(_v = b)``.  The core is defined by
    position (sorted ``[kg, n - kg)``), and rows equal to an edge value may lie on both sides of it; they are all
    equal, so the core's share of them is counted: ``#(_v = a) - #{j < kg : lo[j] = a}`` rows at d(a) (and at b
-   with ``hi``); a constant core (``a = b``, then a = xm and d = 0) adds ``n - 2 kg`` rows at 0.
+   with ``hi``); a constant core (``a = b``, then xm = a and d = 0) adds ``n - 2 kg`` rows at 0.
 
-Rounding.  d and d * d are the same IEEE operations as :func:`~dpsql.core.asymmetric._deviations`'; the sums add
-them in another order: DuckDB's ``fsum`` (Kahan-Babuska, error <= ~2 ulp of ``sum |d|``) instead of numpy's
-pairwise reduceat (``O(log n)`` ulp), and the tie rows as a count times d.  So the bounds equal the list route's
-to relative rounding error of the size ``var_bounds`` already admits (its docstring; the mechanism's proof needs
-no more), not bit for bit; the releases, grid points at least ``BETA_MIN - 1 = 1e-4`` apart relatively, are the
-list route's under the same draws unless a bound lies within those few ulps of a grid boundary
-(tests/plans/test_plans_var.py checks the summaries to 1e-12 and the releases equal under seeded draws).  Making
-the sums exact (fixed point at a grid fine enough for ``|d| < 2`` near 2**-1074, or a HUGEINT of scaled
-mantissas) would still not reproduce numpy's rounding, so it would buy no byte equality.
+Rounding.  d and d * d are the IEEE operations of :func:`~dpsql.core.asymmetric._deviations` around another
+anchor, and the sums add them in another order: DuckDB's ``fsum`` (Kahan-Babuska, error <= ~2 ulp of ``sum |d|``)
+instead of numpy's pairwise reduceat (``O(log n)`` ulp), and the tie rows as a count times d.  So the bounds equal
+the list route's to relative rounding error of the size ``var_bounds`` already admits (its docstring; the
+mechanism's proof needs no more), not bit for bit; the releases, grid points at least ``BETA_MIN - 1 = 1e-4`` apart
+relatively, are the list route's under the same draws unless a bound lies within those few ulps of a grid boundary
+(tests/plans/test_plans_var.py checks the bounds to 1e-9 in log and the releases equal under seeded draws).  Exact
+sums (fixed point fine enough for ``|d| < 2`` down to 2**-1074, or HUGEINT sums of scaled mantissas) would still not
+reproduce numpy's rounding, so they would buy no byte equality.
 
 Privacy and timing: the passes and their statements are the same for every dataset with the same released
 counts (pass 1 and 2 run iff some group's released count reaches the hybrid threshold; C is a function of
@@ -102,18 +105,17 @@ class DuckVarSource:
         width = int(keep.max(initial=0))
         # pass 1: the edges and the exact median
         src._registered = []
-        t = src._run(f"SELECT _g, min(_v, {C + 1}) AS lo, max(_v, {C + 1}) AS hi, quantile_disc(-_v, 0.5) AS nxm "
+        t = src._run(f"SELECT _g, min(_v, {C + 1}) AS lo, max(_v, {C + 1}) AS hi "
                      f"FROM (SELECT p._g AS _g, {CLAMPED} AS _v FROM {src._params(groups, {})} WHERE {VALID}) "
                      f"GROUP BY _g")
         at = _ints(t, "_g")
         lo = _lists(t, "lo", G, at, width, keep)
         hi = _lists(t, "hi", G, at, width, keep)
-        xm = np.zeros(G)
-        xm[at] = -t.column("nxm").to_numpy(zero_copy_only=False).astype(np.float64)
-        # pass 2: the core sums
         cols = np.arange(G)
         a = lo[np.minimum(kg, max(width - 1, 0)), cols] if width else np.zeros(G)
         b = hi[np.minimum(kg, max(width - 1, 0)), cols] if width else np.zeros(G)
+        xm = np.where(a == b, a, np.minimum(np.maximum(a / 2.0 + b / 2.0, a), b))  # the anchor: inside the core
+        # pass 2: the core sums
         inv = 1.0 / var_core_scale(n, xm, lo, hi, kg)  # a power of two: exact
         src._registered = []
         par = src._params(groups, {"_xm": xm, "_a": a, "_b": b, "_inv": inv})

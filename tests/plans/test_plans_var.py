@@ -7,6 +7,8 @@ Privacy: tests/plans/test_plans_var_privacy.py."""
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -14,7 +16,9 @@ import pytest
 
 from dpsql import plans
 from dpsql.core import asymmetric as A
+from dpsql.core.accounting import pure
 from dpsql.core.batch import Batch
+from dpsql.core.registry import Params
 from dpsql.noise import Rng
 from dpsql.plans import var as pvar
 
@@ -69,11 +73,19 @@ def test_summary_equals_the_list_routes(trial: int) -> None:
     got = src.var_summary(groups, C)
     assert src.passes == 2
     want = A.var_summary(Batch.from_lists([lists[i] for i in groups]).sorted(), C)
-    for f in ("n", "xm", "lo", "hi"):
+    for f in ("n", "lo", "hi"):
         np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
-    scale = np.maximum(want.n, 1)  # |d| < 2 on the core: the sums' rounding is relative to n
-    assert np.all(np.abs(got.s1 - want.s1) <= 1e-13 * scale)
-    assert np.all(np.abs(got.s2 - want.s2) <= 1e-13 * scale)
+    # the anchor is the core's midpoint (not the median): the core sums around it, in numpy, to rounding
+    kg = A.var_edges(got.n, C)
+    inv = 1.0 / A.var_core_scale(got.n, got.xm, got.lo, got.hi, kg)
+    for i, gi in enumerate(groups):
+        w = np.clip(np.sort(lists[gi][~np.isnan(lists[gi])]), -(2.0**1000), 2.0**1000)
+        if not w.size:
+            continue
+        assert w[kg[i]] <= got.xm[i] <= w[w.size - 1 - kg[i]]
+        d = (w[kg[i]:w.size - kg[i]] - got.xm[i]) * inv[i]
+        assert abs(got.s1[i] - np.add.reduce(d)) <= 1e-13 * w.size
+        assert abs(got.s2[i] - np.add.reduce(d * d)) <= 1e-13 * w.size
     fg, Lg = A.var_bounds_of(got, C)
     fw, Lw = A.var_bounds_of(want, C)
     np.testing.assert_array_equal(np.isinf(fg), np.isinf(fw))
@@ -84,12 +96,134 @@ def test_summary_equals_the_list_routes(trial: int) -> None:
     assert np.all(np.abs(fg[fin] - fw[fin]) <= 1e-9)
 
 
-def test_median_anchor_is_the_row_at_n_over_two() -> None:
-    """quantile_disc(-x, 0.5) negated: the sorted value at n // 2 for every n (ties, odd and even)."""
+def test_anchor_lies_in_the_core() -> None:
+    """The DuckDB summary's anchor is the core's midpoint (dpsql/plans/var.py), between its first and last rows, for
+    every n 1..59 (odd and even, ties) and subnormal / extreme cores."""
     r = np.random.default_rng(5)
     lists = [np.round(r.normal(0, 3, n)) for n in range(1, 60)]
+    lists += [np.array([5e-324, 5e-324, 1e-323]), np.array([-1e300, 1e300]), np.array([-2.0**1000, 2.0**1000, 0.0])]
     con = duckdb.connect()
     g = np.concatenate([np.full(len(v), i) for i, v in enumerate(lists)]).astype(np.int64)
     con.register("t", pa.table({"g": g, "x": np.concatenate(lists)}))
-    got = _source(con, lists).var_summary(np.arange(len(lists)), 3).xm
-    np.testing.assert_array_equal(got, [np.sort(v)[len(v) // 2] for v in lists])
+    for C in (3, 100):
+        got = _source(con, lists).var_summary(np.arange(len(lists)), C)
+        kg = A.var_edges(got.n, C)
+        for i, v in enumerate(lists):
+            w = np.sort(v)
+            assert w[kg[i]] <= got.xm[i] <= w[len(w) - 1 - kg[i]]
+
+
+# --------------------------------------------------------------------------- the compiled query
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection, sql: str, rng: Rng
+                ) -> tuple[pa.Table, list[str]]:
+    calls: list[str] = []
+    fetch = plans._fetch
+
+    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
+        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
+        return fetch(c, q, params)
+
+    monkeypatch.setattr(plans, "_fetch", counting)
+    try:
+        return plans.run(con, sql, rng), calls
+    finally:
+        monkeypatch.setattr(plans, "_fetch", fetch)
+
+
+def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
+    return A.run_var(Batch.from_lists(lists), pure(eps), Params(), Rng.seeded(seed))
+
+
+@pytest.mark.parametrize("small", [0.0, 300.0, np.inf])
+@pytest.mark.parametrize("trial", range(12))
+def test_same_releases_as_the_list_route(trial: int, small: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp_var and dp_stddev through plans.run against run_var on the same seeded generator: every group read as
+    rows (SMALL_ROWS inf: byte for byte the list route's code), every group through the summary passes (0) and a
+    split by released count (300).  The draws are the list route's in every case; through the passes the bounds
+    agree to rounding, so the grid points released are the same (module docstring)."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", small)
+    r = np.random.default_rng(40 + trial)
+    sizes = r.choice([0, 1, 2, 5, 40, 203, 500, 2002, 4000], r.integers(1, 6))
+    lists, con = _table(r, sizes)
+    eps = float(r.choice([0.05, 0.3, 1.0, 5.0]))
+    fn = "dp_var" if trial % 2 == 0 else "dp_stddev"
+    got, calls = _statements(monkeypatch, con, f"SELECT g, {fn}(x, epsilon := {eps}) AS v FROM t GROUP BY g",
+                             Rng.seeded(trial))
+    order = got.column("g").to_pylist()
+    want = _list_route([lists[k] for k in order], eps, trial)
+    if fn == "dp_stddev":
+        want = np.sqrt(np.maximum(want, 0.0))
+    np.testing.assert_array_equal(got.column("v").to_numpy(zero_copy_only=False).astype(float), want)
+    assert not got.column("v").null_count  # never NULL
+    n_rows = sum("list(_x)" in q for q in calls)
+    n_summary = sum("max(_v, " in q for q in calls)
+    if small == np.inf:
+        assert (n_rows, n_summary) == (1, 0)
+    assert n_rows <= 1 and n_summary <= 1  # (at SMALL_ROWS 0 a negative released count reads its group as rows)
+    assert len(calls) == 1 + n_rows + 2 * n_summary
+
+
+def test_one_rows_pass_with_the_median(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp_var, dp_stddev and dp_median on one value, SMALL_ROWS 1000, groups of 50, 400 and 6,000 rows: one rows pass
+    for the small groups of every call, the 6,000-row group through each call's passes (two for each variance)."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", 1000.0)
+    r = np.random.default_rng(4)
+    g = np.repeat(np.arange(3), (50, 400, 6000))
+    x = r.normal(3, 2, g.size)
+    con = duckdb.connect()
+    con.register("t", pa.table({"g": g, "x": x}))
+    got, calls = _statements(monkeypatch, con, "SELECT g, dp_var(x, epsilon := 2.0) AS v, dp_median(x, epsilon := 2.0)"
+                             " AS m, dp_stddev(x, epsilon := 1.0) AS s FROM t GROUP BY g", Rng.seeded(4))
+    assert sum("list(_x)" in q for q in calls) == 1
+    assert sum("max(_v, " in q for q in calls) == 2
+    big = got.column("g").to_pylist().index(2)  # the passes' group: n eps = 6000-12000, within a few percent
+    assert abs(got.column("v").to_numpy()[big] / np.var(x[g == 2]) - 1.0) < 0.1
+    assert abs(got.column("s").to_numpy()[big] / np.std(x[g == 2]) - 1.0) < 0.1
+
+
+@pytest.mark.parametrize("small", [0.0, 500.0])
+def test_statements_do_not_depend_on_the_values(small: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same group sizes and generator give the same statements whatever the values (tame, or +-1e300, +-inf,
+    huge integers, subnormals and a far outlier), all passes or hybrid."""
+    monkeypatch.setattr(plans, "SMALL_ROWS", small)
+    sizes = (1, 30, 700, 3000)
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    tame = np.random.default_rng(1).normal(0, 1, g.size)
+    wild = np.random.default_rng(2).choice([1e300, -1e300, np.inf, -np.inf, 9.3e18, 5e-324, 3.0], g.size)
+    wild[-1] = 1e300
+    seen = []
+    for x in (tame, wild):
+        con = duckdb.connect()
+        con.register("t", pa.table({"g": g, "x": x}))
+        seen.append(_statements(monkeypatch, con, "SELECT g, dp_var(x, epsilon := 1.0) AS v, dp_stddev(x, epsilon := "
+                                "0.2) AS s FROM t GROUP BY g", Rng.seeded(9))[1])
+    assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT g, dp_var(x, epsilon := 1) FROM t GROUP BY g",
+    "SELECT dp_stddev(x, epsilon := 0.5, method := 'asymmetric') AS s FROM t",
+    "SELECT g, dp_var(x, epsilon := 1, method := 'default') AS v, dp_median(x, epsilon := 1) FROM t GROUP BY g",
+])
+def test_compiles(sql: str) -> None:
+    plan = plans.compile_query(sql)
+    assert plan is not None and {c.aggregate for c in plan.calls} & {"var", "stddev"}
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT g, dp_var(x, epsilon := 1, lower := 0, upper := 10) FROM t GROUP BY g",
+    "SELECT g, dp_var(x, epsilon := 1, method := 'clipped') FROM t GROUP BY g",
+    "SELECT g, dp_var(x, epsilon := 1, method := 'subset') FROM t GROUP BY g",
+    "SELECT g, dp_var_ci(x, epsilon := 1) FROM t GROUP BY g",
+    "SELECT g, dp_stddev(x) FROM t GROUP BY g",
+    "SELECT g, dp_var(x, 0.5, epsilon := 1) FROM t GROUP BY g",
+])
+def test_falls_back(sql: str) -> None:
+    assert plans.compile_query(sql) is None
+
+
+def test_bad_epsilon_names_the_argument() -> None:
+    with pytest.raises(plans.ParameterError, match="epsilon"):
+        plans.compile_query("SELECT dp_var(x, epsilon := -1) FROM t")

@@ -1,0 +1,88 @@
+"""Summary plans for dp_var / dp_stddev (issue 17): the statistical privacy test of the compiled route.
+
+Each case runs ``dpsql.plans.run`` on RUNS groups holding D and on RUNS groups holding a neighbour D' (D plus one
+row) and holds the empirical epsilon lower bound (:func:`dpsql.testing.empirical_epsilon`) against the claim
+(epsilon, pure).  Every group takes the summary passes (tests/plans/conftest.py: SMALL_ROWS 0): the top-k edges,
+the exact anchor and the fsum core sums (dpsql.plans.var).  Neighbours: the adversarial matrix's
+(:data:`dpsql.testing.EXTREME_NEIGHBOURS`: +-1e300, +-inf, 2**1000, the largest BIGINT and smallest HUGEINT as
+DOUBLE, a subnormal, one far outlier, all equal plus one far, two far clusters, empty vs one row) at epsilon 1 for
+dp_var and dp_stddev, the edge pairs at the smallest and the largest accepted epsilon, the integer extremes in
+BIGINT / HUGEINT columns (cast by the plan), and doubled values (ties at the core's edges).  An empty group is a
+group of one NULL row (n = 0: dp_var still releases a grid point).  The hybrid route (``plans.SMALL_ROWS`` 41: a
+40-row D and its 41-row neighbour are read as rows or take the passes by their released count): the extreme pairs
+at the smallest, unit and largest epsilon.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from dpsql import plans
+from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
+from dpsql.noise import Rng
+from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
+
+RUNS = 300
+_INT_BASE = [int(round(v)) for v in EXTREME_NEIGHBOURS["one_at_+1e300"][0]]
+_DOUBLED = [float(10**k) for k in range(-10, 10)] * 2
+EXTRA = {
+    "bigint_max_column": ("BIGINT", _INT_BASE, _INT_BASE + [2**63 - 1]),
+    "hugeint_min_column": ("HUGEINT", _INT_BASE, _INT_BASE + [-(2**127)]),
+    "doubled_values": ("DOUBLE", _DOUBLED, _DOUBLED + [1.0 + 2.0**-20]),
+}
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def _releases(d: list, sqltype: str, eps: float, seed: int, fn: str) -> list:
+    rows = [None, *d]  # the NULL row keeps an empty D a group (n = 0)
+    g = [i for i in range(RUNS) for _ in rows]
+    x = [None if v is None else repr(v) for _ in range(RUNS) for v in rows]
+    con = duckdb.connect()
+    con.register("src", pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.string())}))
+    con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {sqltype}) AS x FROM src")
+    out = plans.run(con, f"SELECT g, {fn}(x, epsilon := {eps!r}) AS v FROM t GROUP BY g", Rng.seeded(seed))
+    assert out.num_rows == RUNS and not out.column("v").null_count
+    return out.column("v").to_pylist()
+
+
+def _eps(sqltype: str, d: list, d2: list, eps: float, seed: int, fn: str = "dp_var") -> float:
+    return empirical_epsilon(_releases(d, sqltype, eps, seed, fn), _releases(d2, sqltype, eps, seed + 1, fn))
+
+
+@pytest.mark.parametrize("fn", ["dp_var", "dp_stddev"])
+@pytest.mark.parametrize("pair", list(EXTREME_NEIGHBOURS))
+def test_extreme_neighbours_at_epsilon_one(pair: str, fn: str) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, 1.0, _seed(pair, fn), fn) <= 1.0
+
+
+@pytest.mark.parametrize("epsilon", [MIN_EPSILON, MAX_EPSILON])
+@pytest.mark.parametrize("pair", EDGE_PAIRS)
+def test_extreme_neighbours_at_the_floor_and_ceiling(pair: str, epsilon: float) -> None:
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon)) <= epsilon
+
+
+@pytest.mark.parametrize("case", list(EXTRA))
+def test_integer_columns_and_doubled_values(case: str) -> None:
+    sqltype, d, d2 = EXTRA[case]
+    assert _eps(sqltype, d, d2, 1.0, _seed(case)) <= 1.0
+
+
+HYBRID_PAIRS = ("empty_vs_one", "one_at_+1e300", "one_at_-inf", "bigint_max", "hugeint_min", "subnormal",
+                "far_outlier_1e15", "equal_plus_far", "two_far_clusters")
+
+
+@pytest.mark.parametrize("epsilon", [1.0, MIN_EPSILON, MAX_EPSILON])
+@pytest.mark.parametrize("pair", HYBRID_PAIRS)
+def test_extreme_neighbours_on_the_hybrid_route(pair: str, epsilon: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plans, "SMALL_ROWS", 41.0)
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, "hybrid")) <= epsilon
