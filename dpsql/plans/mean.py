@@ -33,23 +33,26 @@ import pyarrow as pa
 
 from ..core.primitives import fixed_point_grid
 from ..core.summary_mean import RADIUS_QUERIES
-from . import _VALID, _VC, DuckSource, _np
+from . import _TINY, _VALID, _VC, DuckSource, _np
 
 __all__ = ["MeanDuckSource"]
 
-#: the window of ladder indices tested around the estimate (k0' - 4 .. k0' + 2; the argument needs k0' - 3 .. k0' + 1)
-_WINDOW = range(-4, 3)
+#: ladder indices tested per row: ``k_a .. k_a + WIDTH - 1`` with ``k_a = max(2, k0' - 3)`` (the argument needs
+#: ``k0' - 3 .. k0' + 1``)
+WIDTH = 5
 
 
-def _x_at(k: str) -> str:
-    """The ladder radius ``x_k`` as SQL (``_e0`` the group's ``log2 s0``); :func:`dpsql.core.ranges._step`."""
-    return (f"CASE WHEN {k} = 1 THEN 0.0::DOUBLE ELSE pow(2.0, _e0 + ({k} - 2) // 2) * "
-            f"CASE WHEN ({k} - 2) % 2 = 1 THEN sqrt(2.0) ELSE 1.0::DOUBLE END END")
+def _x_at(t: int) -> str:
+    """The ladder radius ``x_k`` at ``k = k_a + t`` as SQL.  With ``j_a, _par = divmod(k_a - 2, 2)``, ``P = 2**(e0 +
+    j_a)`` and ``R = P * sqrt(2.0)``, the radii from k_a on are P, R, 2P, 2R, 4P, ... (``_par = 0``) or R, 2P, 2R,
+    4P, 4R, ... (``_par = 1``): ``_A`` (P or R) times ``2**(t/2)`` for even t, ``_B`` (R or 2P) times ``2**((t-1)/2)``
+    for odd t.  Scalings by literal powers of two >= 1: exact, and inf exactly where ldexp's ``2**(e0 + j)`` or its
+    product with sqrt 2 overflows, as :func:`dpsql.core.ranges._step` (the intermediates never exceed the result)."""
+    return f"({'_A' if t % 2 == 0 else '_B'} * {float(2 ** (t // 2))!r})"
 
 
-def _inside(k: str) -> str:
-    x = _x_at(k)
-    return f"(_v >= _c - ({x}) AND _v <= _c + ({x}))"
+def _inside(t: int) -> str:
+    return f"(_v >= _c - {_x_at(t)} AND _v <= _c + {_x_at(t)})"
 
 
 class MeanDuckSource(DuckSource):
@@ -64,16 +67,18 @@ class MeanDuckSource(DuckSource):
         src = self._params(groups, {"_c": np.asarray(c, dtype=np.float64), "_e0": e0})
         Q = RADIUS_QUERIES
         rows = f"SELECT p._g AS _g, p._c AS _c, p._e0 AS _e0, {_VC} AS _v FROM {src} WHERE {_VALID}"
-        est = (f"CASE WHEN _v = _c THEN 1 ELSE greatest(1, least({Q}, CAST(ceil(2.0::DOUBLE * "
-               f"(log2(abs(_v - _c)) - _e0)) AS BIGINT) + 2)) END")
-        w = [f"_w{j}" for j in range(len(_WINDOW))]
-        ks = ", ".join(f"greatest(1, least({Q}, _kest + ({i}))) AS {wj}" for wj, i in zip(w, _WINDOW, strict=True))
-        first = " ".join(f"WHEN {_inside(wj)} THEN {wj}" for wj in w)
-        # the bug guard: the window's first index inside (and above 1), or its last outside (and below Q)
-        bad = f"(_v <> _c AND (({_inside(w[0])} AND {w[0]} > 1) OR (NOT {_inside(w[-1])} AND {w[-1]} < {Q})))"
+        # v = c: index 1 (x_1 = 0); else k0' = ceil(2 (log2 |v - c| - e0)) + 2 and the window from k_a
+        ka = (f"greatest(2, least({Q}, CAST(ceil(2.0::DOUBLE * (log2(greatest(abs(_v - _c), {_TINY})) - _e0)) "
+              f"AS BIGINT) + 2) - 3)")
+        base = (f"SELECT *, CASE WHEN _par = 0 THEN _P ELSE _P * sqrt(2.0) END AS _A, CASE WHEN _par = 0 THEN "
+                f"_P * sqrt(2.0) ELSE _P * 2.0 END AS _B FROM (SELECT *, pow(2.0, _e0 + (_ka - 2) // 2) AS _P, "
+                f"(_ka - 2) % 2 AS _par FROM (SELECT *, {ka} AS _ka FROM ({rows})))")
+        first = " ".join(f"WHEN {_inside(t)} THEN _ka + {t}" for t in range(WIDTH))
+        # the bug guard: the window's first index inside (and above 2), or its last outside
+        bad = f"(_v <> _c AND (({_inside(0)} AND _ka > 2) OR NOT {_inside(WIDTH - 1)}))"
         sql = (f"SELECT _g, k, count(*) AS c, count_if(_bad) AS bad FROM ("
-               f"SELECT _g, CASE WHEN _v = _c THEN 1 ELSE CASE {first} ELSE {Q} END END AS k, {bad} AS _bad FROM ("
-               f"SELECT *, {ks} FROM (SELECT *, {est} AS _kest FROM ({rows})))) GROUP BY ALL ORDER BY _g, k")
+               f"SELECT _g, CASE WHEN _v = _c THEN 1 ELSE least({Q}, CASE {first} ELSE {Q} END) END AS k, "
+               f"{bad} AS _bad FROM ({base})) GROUP BY ALL ORDER BY _g, k")
         t = self._run(sql)
         if _np(t, "bad").any():
             raise RuntimeError("summary plans: the radius pass's window missed a row's ladder index (a bug)")
