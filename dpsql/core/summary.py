@@ -79,6 +79,7 @@ from .registry import Params
 from .scalefree import (
     CENTRE_TOP,
     E_TOP,
+    LOGUNIFORM,
     M_BITS,
     NULL_BELOW,
     ROUTE,
@@ -168,12 +169,21 @@ def raw_value(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.where(rel < 0, -v, v)
 
 
-def true_codes(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
+def true_codes(rel: np.ndarray, e: np.ndarray, decay: int = LOGUNIFORM) -> np.ndarray:
     """The scalefree code (:class:`~dpsql.core.scalefree.FloatCodes`, centre 0; absolute, not an offset) of every
-    value in raw cell ``rel``: a monotone map, since each of the measure's cells is a union of raw cells."""
+    value in raw cell ``rel``: a monotone map, since each of the measure's cells is a union of raw cells.  ``decay =
+    NEAR`` (the mean's cap, :mod:`dpsql.core.summary_mean`): NEAR cells are unions of raw cells too (octave k above
+    the floor keeps the top ``36 - k + 1`` of the raw cell's 36 mantissa bits, the linear octave is the raw one)."""
     rel = np.asarray(rel, dtype=np.int64)
     e = np.broadcast_to(np.asarray(e, dtype=np.int64), rel.shape)
-    return _codes_per_row(raw_value(rel, e), e) if rel.size else rel.copy()
+    if not rel.size:
+        return rel.copy()
+    if decay == LOGUNIFORM:
+        return _codes_per_row(raw_value(rel, e), e)
+    v = raw_value(rel, e)  # FloatCodes.take with c = 0
+    ctr = _sf._mag_max(e, decay)
+    mag = np.minimum(_sf._magnitude(np.abs(v), e, decay), ctr)
+    return np.where(v < 0, ctr - mag, ctr + mag)
 
 
 def first_buckets(neg: np.ndarray, ex: np.ndarray, m: np.ndarray, e: np.ndarray, bits: np.ndarray) -> np.ndarray:
@@ -363,7 +373,8 @@ def ladder(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
 
 
 def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: np.ndarray, e: np.ndarray, base: np.ndarray,
-            n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray, decay: int = LOGUNIFORM
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From one bucket pass (sorted by group, bucket; ``e`` and ``shift`` per group): per group the bucket range
     to keep and the
     number of rows below it.  With j the bucket holding rank ``i_lo`` and h the one holding ``i_hi``: every
@@ -391,7 +402,7 @@ def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: np.ndarray, e: n
     ends = bucket_ends(b, np.asarray(shift, dtype=np.int64)[g])
 
     def t_at(side: int, pos: np.ndarray) -> np.ndarray:
-        return true_codes(ends[side][pos], e[g[pos]])
+        return true_codes(ends[side][pos], e[g[pos]], decay)
 
     thr_lo, thr_hi = t_at(0, j) - 2, t_at(1, h)
     lo_pos, right = start.copy(), np.where(empty, start, j)  # answer in [lo_pos, right]; it holds at right
@@ -415,13 +426,13 @@ def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: np.ndarray, e: n
     return lo.astype(np.int64), hi.astype(np.int64), base + below
 
 
-def _raw_at_most(y: np.ndarray, e: np.ndarray) -> np.ndarray:
+def _raw_at_most(y: np.ndarray, e: np.ndarray, decay: int = LOGUNIFORM) -> np.ndarray:
     """The largest raw code whose true code is at most y (binary search over the raw codes; monotone map)."""
     top = (1002 - np.asarray(e, dtype=np.int64)) << RAW_BITS  # above every raw code of |x| <= 2**1001
     lo, hi = -top, top.copy()  # invariant: T(lo) <= y or lo is below every code; T(hi) > y or hi above every code
     while np.any(hi - lo > 1):
         mid = lo + (hi - lo) // 2
-        ok = true_codes(mid, e) <= y
+        ok = true_codes(mid, e, decay) <= y
         lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
     return lo
 
@@ -432,24 +443,25 @@ def _shifts(n_hat: np.ndarray, p: float, epsilon: float) -> np.ndarray:
 
 
 def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float,
-               rng: Rng, shifts: np.ndarray) -> np.ndarray:
+               rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM) -> np.ndarray:
     """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
     the bucket passes (shifts per group and pass, :func:`_shifts` of the released counts) and one tail-count
-    pass: :func:`_window_ems` for one p."""
-    return _window_ems(src, groups, n, e, (p,), epsilon, rng, shifts)[0]
+    pass: :func:`_window_ems` for one p (``decay``: the measure, as there)."""
+    return _window_ems(src, groups, n, e, (p,), epsilon, rng, shifts, decay)[0]
 
 
 def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, ps: tuple[float, ...],
-                epsilon: float, rng: Rng, shifts: np.ndarray) -> list[np.ndarray]:
+                epsilon: float, rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM) -> list[np.ndarray]:
     """For each p of ``ps`` in order, the codes :func:`~dpsql.core.scalefree._quantile` draws at ``epsilon`` on the
     same floor ``e`` (rank_em at sensitivity max(p, 1 - p)): :func:`~dpsql.core.scalefree._tail_quantiles`' calls,
     one after the other.  The first bucket pass depends on the groups, the floor and the shifts only, not on p:
     it runs once (or comes from the gap passes' scans) for every p; then per p the finer passes, its window and
     its proposal rounds (p's draws, in the list route's order); then ONE tail-count pass for every p's recorded
     proposals (counting draws nothing, so holding p's acceptance tests until the later ps have drawn moves no
-    draw).  Passes: 1 + (passes - 1) per p + 1, whatever the data."""
+    draw).  Passes: 1 + (passes - 1) per p + 1, whatever the data.  ``decay``: the measure (log-uniform; NEAR
+    with centre 0 for the mean's cap, :mod:`dpsql.core.summary_mean`)."""
     G = groups.size
-    shape = FloatCodes(np.zeros(0), np.zeros(G + 1, dtype=np.int64), e)
+    shape = FloatCodes(np.zeros(0), np.zeros(G + 1, dtype=np.int64), e, decay=decay)
     K = shape.K
     offsets = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(n, out=offsets[1:])
@@ -464,10 +476,10 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
         base = np.zeros(G, dtype=np.int64)
         hg, hb, hc = first
         for j in range(1, shifts.shape[1]):
-            lo, hi, base = _locate(hg, hb, hc, shifts[:, j - 1], e, base, n, i_lo, i_hi)
+            lo, hi, base = _locate(hg, hb, hc, shifts[:, j - 1], e, base, n, i_lo, i_hi, decay)
             hg, hb, hc = src.bucket_histogram(groups, e, shifts[:, j], shifts[:, j - 1], lo, hi)
         # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
-        codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg]), hc)
+        codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg], decay), hc)
         charge_pure(eps * sens, "exponential mechanism (rank window)")
         win = rank_window(codes, offsets, K, t, 0, eps)
         final = np.empty(G, dtype=np.int64)
@@ -487,7 +499,7 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
     which = np.concatenate([r[0] for r in every]) if every else np.zeros(0, dtype=np.int64)
     ys = np.concatenate([r[1] for r in every]) if every else np.zeros(0, dtype=np.int64)
     # #{c <= y} and #{c < y} = #{c <= y - 1}, as counts of raw codes up to a threshold: one pass for every p
-    thr = _raw_at_most(np.concatenate([ys, ys - 1]), e[np.concatenate([which, which])])
+    thr = _raw_at_most(np.concatenate([ys, ys - 1]), e[np.concatenate([which, which])], decay)
     got = src.rank_counts(groups, e, np.concatenate([which, which]), thr)
     le, lt = got[: ys.size], got[ys.size:]
     outs = []

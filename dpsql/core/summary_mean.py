@@ -20,7 +20,7 @@ Per group, as :func:`~dpsql.core.scalefree._mean_sum` (the same mechanisms, shar
    from one histogram (the SVT itself, :func:`~dpsql.core.primitives.svt_scan`, runs unchanged: its draws
    are the list route's).  The cap: the exponential mechanism for the largest ``d = |x - c|`` on the NEAR
    codes (p = 1, target rank n), through the window passes over the derived value d
-   (:meth:`MeanSource.derived`; :func:`_em`).  The clipped sum: :meth:`MeanSource.clipped_sums`, the exact
+   (:meth:`MeanSource.derived`).  The clipped sum: :meth:`MeanSource.clipped_sums`, the exact
    int64 fixed-point sums of :func:`~dpsql.core.primitives.fixed_point_sum` over ``clip(x, l, r) [- c]``, then
    :func:`~dpsql.core.primitives.release_fixed_sum` (release_sum's noise step).
 5. **Hybrid** (``small``): groups whose released count is below ``small`` are read as rows
@@ -34,11 +34,9 @@ released counts (the classes, the split, the ladders), never of the rows.  Passe
 the floor's (as the median's), 3 bucket + 1 tail pass for the centre (or the median), one radius histogram,
 3 bucket + 1 tail pass for the cap over d, one clipped-sum pass.
 
-Nothing is left unsummarised: every step reads counts or exact integer sums.  The EM over d needs the NEAR
-measure's true codes on raw cells (:func:`near_codes`; NEAR cells are unions of raw cells: octave k above the
-floor keeps the top ``36 - k + 1`` of the 36 raw mantissa bits, the linear octave is the raw one);
-:func:`_em` and :func:`_locate` are core.summary's one-p window EM and bucket locator with the measure as a
-parameter (copies: core.summary's own are being generalised to several ps at the same time; fold them in).
+Nothing is left unsummarised: every step reads counts or exact integer sums.  The EM over d is core.summary's
+window EM on the NEAR measure (``decay = NEAR``: :func:`dpsql.core.summary.true_codes` maps raw cells to NEAR codes;
+NEAR cells are unions of raw cells).
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ from typing import Protocol
 import numpy as np
 
 from ..noise import Rng
-from . import scalefree as _sf
 from .batch import DOMAIN, Batch
 from .helpers import B_MIN
 from .primitives import (
@@ -57,11 +54,8 @@ from .primitives import (
     noisy_count_of,
     per_row,
     pow2_floor,
-    propose,
-    rank_window,
     release_fixed_sum,
     svt_scan,
-    window_reach,
 )
 from .ranges import K_RADIUS, _step
 from .registry import Params
@@ -76,29 +70,22 @@ from .scalefree import (
     SCAN,
     SPLIT_MEAN,
     SUM_FEW,
-    FloatCodes,
     decode,
     mean_classes,
     mean_sum_route,
     mid_fallback,
 )
-from .spending import charge_pure
 from .summary import (
-    RAW_BITS,
     ROWS_CHUNK,
     BatchSource,
     Source,
     _floor,
-    _KnownCodes,
     _shifts,
     _window_em,
-    bucket_ends,
-    raw_value,
-    true_codes,
 )
 
 __all__ = ["MeanSource", "MeanBatchSource", "mean", "sum", "released_count", "row_groups", "inside_index",
-           "near_codes", "RADIUS_QUERIES"]
+           "RADIUS_QUERIES"]
 
 #: the radius scan's query bound (``radius(..., fine=True)``: 2 K_RADIUS); ladder indices run from 1 to it
 RADIUS_QUERIES = 2 * K_RADIUS
@@ -159,135 +146,6 @@ class MeanBatchSource(BatchSource):
         if c is not None:
             x = x - per_row(c, sub.offsets)
         return fixed_point_sum(x, sub.offsets, sens)
-
-
-def near_codes(rel: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The NEAR code (centre 0, :class:`~dpsql.core.scalefree.FloatCodes` with ``decay = NEAR``) of every value in
-    raw cell ``rel`` (monotone: NEAR cells are unions of raw cells)."""
-    rel = np.asarray(rel, dtype=np.int64)
-    e = np.broadcast_to(np.asarray(e, dtype=np.int64), rel.shape)
-    if not rel.size:
-        return rel.copy()
-    v = raw_value(rel, e)
-    ctr = _sf._mag_max(e, NEAR)
-    mag = np.minimum(_sf._magnitude(np.abs(v), e, NEAR), ctr)
-    return np.where(v < 0, ctr - mag, ctr + mag)
-
-
-def _codes(decay: int):  # noqa: ANN202
-    return true_codes if decay == _sf.LOGUNIFORM else near_codes
-
-
-def _locate(g: np.ndarray, b: np.ndarray, c: np.ndarray, shift: np.ndarray, e: np.ndarray, base: np.ndarray,
-            n: np.ndarray, i_lo: np.ndarray, i_hi: np.ndarray, decay: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`dpsql.core.summary._locate` for the measure ``decay`` (its argument holds for any monotone map of
-    raw cells to codes)."""
-    codes = _codes(decay)
-    G = n.size
-    cum = np.cumsum(c)
-    first = np.searchsorted(g, np.arange(G + 1, dtype=np.int64))
-    start, stop = first[:-1], first[1:]
-    before = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0) if c.size else np.zeros(G + 1, dtype=np.int64)
-    empty = stop == start
-    if not c.size:
-        return np.ones(G, dtype=np.int64), np.zeros(G, dtype=np.int64), base
-    last = c.size - 1
-    top = np.maximum(stop - 1, start)
-    j = np.searchsorted(cum, before[:-1] + np.maximum(i_lo - base, 1), side="left")
-    h = np.searchsorted(cum, before[:-1] + np.clip(i_hi - base, 1, n), side="left")
-    j, h = np.clip(np.minimum(j, top), 0, last), np.clip(np.minimum(h, top), 0, last)
-    ends = bucket_ends(b, np.asarray(shift, dtype=np.int64)[g])
-
-    def t_at(side: int, pos: np.ndarray) -> np.ndarray:
-        return codes(ends[side][pos], e[g[pos]])
-
-    thr_lo, thr_hi = t_at(0, j) - 2, t_at(1, h)
-    lo_pos, right = start.copy(), np.where(empty, start, j)
-    while np.any(act := lo_pos < right):
-        mid = (lo_pos + right) // 2
-        ok = np.zeros(G, dtype=bool)
-        ok[act] = t_at(1, mid[act]) > thr_lo[act]
-        right, lo_pos = np.where(act & ok, mid, right), np.where(act & ~ok, mid + 1, lo_pos)
-    hi_pos, left = h.copy(), np.where(empty, h, top)
-    while np.any(act := hi_pos < left):
-        mid = (hi_pos + left + 1) // 2
-        ok = np.zeros(G, dtype=bool)
-        ok[act] = t_at(0, mid[act]) <= thr_hi[act]
-        hi_pos, left = np.where(act & ok, mid, hi_pos), np.where(act & ~ok, mid - 1, left)
-    lo_pos = np.where(i_lo < 1, start, lo_pos)
-    hi_pos = np.where(i_hi > n, top, hi_pos)
-    lo_pos, hi_pos = np.clip(lo_pos, 0, last), np.clip(hi_pos, 0, last)
-    lo = np.where(empty, 1, b[lo_pos])
-    hi = np.where(empty, 0, b[hi_pos])
-    below = np.where(empty | (lo_pos <= start), 0, cum[np.maximum(lo_pos - 1, 0)] - before[:-1])
-    return lo.astype(np.int64), hi.astype(np.int64), base + below
-
-
-def _raw_at_most(y: np.ndarray, e: np.ndarray, decay: int) -> np.ndarray:
-    """The largest raw code whose code (measure ``decay``) is at most y: core.summary's binary search."""
-    codes = _codes(decay)
-    top = (1002 - np.asarray(e, dtype=np.int64)) << RAW_BITS  # above every raw code of |x| <= 2**1001
-    lo, hi = -top, top.copy()
-    while np.any(hi - lo > 1):
-        mid = lo + (hi - lo) // 2
-        ok = codes(mid, e) <= y
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    return lo
-
-
-def _em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float, rng: Rng,
-        shifts: np.ndarray, decay: int) -> np.ndarray:
-    """:func:`dpsql.core.summary._window_em` (one p) on the measure ``decay``: the codes
-    :func:`~dpsql.core.scalefree._quantile` draws with that measure, centre 0."""
-    G = groups.size
-    sens = max(p, 1.0 - p)
-    eps = epsilon / sens
-    K = FloatCodes(np.zeros(0), np.zeros(G + 1, dtype=np.int64), e, decay=decay).K
-    t = p * n.astype(np.float64)
-    W = window_reach(K, eps)
-    i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
-    base = np.zeros(G, dtype=np.int64)
-    lo = hi = prev = None
-    for j in range(shifts.shape[1]):
-        shift = shifts[:, j]
-        hg, hb, hc = src.bucket_histogram(groups, e, shift, prev, lo, hi)
-        if j == shifts.shape[1] - 1:
-            break
-        lo, hi, base = _locate(hg, hb, hc, shift, e, base, n, i_lo, i_hi, decay)
-        prev = shift
-    offsets = np.zeros(G + 1, dtype=np.int64)
-    np.cumsum(n, out=offsets[1:])
-    codes = _KnownCodes(offsets, base, K, hg, _codes(decay)(hb, e[hg]), hc)
-    charge_pure(eps * sens, "exponential mechanism (rank window)")
-    win = rank_window(codes, offsets, K, t, 0, eps)
-    final = np.empty(G, dtype=np.int64)
-    rounds = []
-    todo = np.arange(G)
-    while todo.size:
-        y, is_lo, is_piece = propose(win, todo, rng)
-        final[todo[is_piece]] = y[is_piece]
-        tail = np.flatnonzero(~is_piece)
-        if tail.size:
-            tg = todo[tail]
-            env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
-            rounds.append((tg, y[tail], env, rng.exponential(tail.size)))
-        todo = todo[tail]
-    which = np.concatenate([r[0] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
-    ys = np.concatenate([r[1] for r in rounds]) if rounds else np.zeros(0, dtype=np.int64)
-    thr = _raw_at_most(np.concatenate([ys, ys - 1]), e[np.concatenate([which, which])], decay)
-    got = src.rank_counts(groups, e, np.concatenate([which, which]), thr)
-    le, lt = got[: ys.size], got[ys.size:]
-    out = final.copy()
-    done = np.zeros(G, dtype=bool)
-    at = 0
-    for tg, yt, env, E in rounds:
-        f, g_ = le[at:at + tg.size], lt[at:at + tg.size]
-        at += tg.size
-        loss = np.maximum(0.0, np.maximum(t[tg] - f, g_ - t[tg]))
-        acc = (E >= win.half * (loss - env)) & ~done[tg]
-        out[tg[acc]] = yt[acc]
-        done[tg[acc]] = True
-    return out
 
 
 def _radius(hist: tuple[np.ndarray, np.ndarray, np.ndarray], n: np.ndarray, s0: np.ndarray, eps_scan: float,
@@ -374,7 +232,7 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     ec = np.clip(ec, E_MIN, E_TOP - 1)
     eps_cap = (1.0 - SCAN) * eps_r
     local = np.arange(idx.size, dtype=np.int64)
-    k = _em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, _shifts(nh, 1.0, eps_cap), NEAR)
+    k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, _shifts(nh, 1.0, eps_cap), NEAR)
     cap = decode(k, ec, np.zeros(idx.size), NEAR)
     capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
     cut = (cap <= 0.0) | (r > CAP_TRUST * cap)
