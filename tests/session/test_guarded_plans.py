@@ -76,7 +76,8 @@ def shared(tmp_path: Path) -> Path:
     ("SELECT dp_quantile(cost, 0.9, epsilon := 0.5) FROM visits", True),
     ("SELECT clinic, dp_median(cost, epsilon := 0.2) AS a, dp_quantile(cost, 0.25, epsilon := 0.2) FROM visits "
      "GROUP BY clinic", True),
-    ("SELECT dp_var(cost, epsilon := 0.5) FROM visits", False),
+    ("SELECT clinic, dp_count(*, epsilon := 0.5) FROM visits GROUP BY clinic", False),
+    ("SELECT dp_median_ci(cost, epsilon := 0.5) AS r FROM visits", False),
     ("SELECT clinic, dp_median(cost, epsilon := 0.5), dp_count(*, epsilon := 0.1) FROM visits GROUP BY clinic",
      False),
 ])
@@ -87,9 +88,14 @@ def test_route(db: Path, spy: list, sql: str, through_plans: bool) -> None:
     assert r.charged > 0 and r.table.num_rows >= 1
 
 
-def test_mean_goes_through_the_plans_iff_they_compile_it(db: Path, spy: list) -> None:
-    """dp_mean runs through the macros today; once plans.compile_query owns it, through the plans."""
-    sql = "SELECT clinic, dp_mean(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic"
+@pytest.mark.parametrize("sql", [
+    "SELECT clinic, dp_mean(cost, epsilon := 0.5) AS m FROM visits GROUP BY clinic",
+    "SELECT dp_sum(cost, epsilon := 0.5) FROM visits",
+    "SELECT clinic, dp_var(cost, epsilon := 0.5) AS v FROM visits GROUP BY clinic",
+    "SELECT dp_iqr(cost, epsilon := 0.5) FROM visits",
+])
+def test_other_aggregates_go_through_the_plans_iff_they_compile_them(db: Path, spy: list, sql: str) -> None:
+    """The aggregates the plans grow (issue 17: dp_iqr, dp_mean, dp_sum, dp_var, ...) follow compile_query."""
     owned = plans.compile_query(_guard_sql(db, sql)) is not None
     with dpsql.connect(db, analyst="alice") as s:
         s.sql(sql)
