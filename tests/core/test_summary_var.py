@@ -295,6 +295,23 @@ def test_variance_is_run_var_draw_for_draw(seed, eps, small):
     np.testing.assert_array_equal(SV.variance(SV.VarBatchSource(b), eps, r, n_hat=n_hat, small=small), want)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_rows_in_chunks_on_threads_are_the_same_bounds(threads, monkeypatch):
+    """The rows route's bounds in chunks of consecutive groups (cut on released counts) on several threads: the
+    same arrays bit for bit, and the same releases."""
+    monkeypatch.setattr(SV, "ROWS_CHUNK", 3000.0)
+    monkeypatch.setattr(SV, "THREADS", threads)
+    b = _groups(11, big=6000)
+    s = b.sorted()
+    n_hat = s.sizes.astype(float) + 0.5
+    for C in (10, 100):
+        got = SV._rows_bounds(s, n_hat, C)
+        for a, w in zip(got, A.var_bounds(s, C), strict=True):
+            np.testing.assert_array_equal(a, w)
+    want = A.run_var(b, pure(1.0), Params(), Rng.seeded(3))
+    np.testing.assert_array_equal(SV.variance(SV.VarBatchSource(b), 1.0, Rng.seeded(3), small=np.inf), want)
+
+
 def test_truncation_of_is_run_vars():
     for eps in (1e-3, 0.1, 1.0, 10.0):
         assert SV.truncation_of(eps) == A.truncation(eps * A.SPLIT_VAR["asm"] / (A.RATIO + 2.0))

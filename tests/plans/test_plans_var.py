@@ -16,6 +16,7 @@ import pytest
 
 from dpsql import plans
 from dpsql.core import asymmetric as A
+from dpsql.core import summary_var
 from dpsql.core.accounting import pure
 from dpsql.core.batch import Batch
 from dpsql.core.registry import Params
@@ -143,6 +144,7 @@ def test_same_releases_as_the_list_route(trial: int, small: float, monkeypatch: 
     split by released count (300).  The draws are the list route's in every case; through the passes the bounds
     agree to rounding, so the grid points released are the same (module docstring)."""
     monkeypatch.setattr(plans, "SMALL_ROWS", small)
+    monkeypatch.setattr(summary_var, "ROWS_CHUNK", 2000.0)  # the rows' bounds in chunks, on threads
     r = np.random.default_rng(40 + trial)
     sizes = r.choice([0, 1, 2, 5, 40, 203, 500, 2002, 4000], r.integers(1, 6))
     lists, con = _table(r, sizes)

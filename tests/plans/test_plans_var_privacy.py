@@ -10,7 +10,7 @@ dp_var and dp_stddev, the edge pairs at the smallest and the largest accepted ep
 BIGINT / HUGEINT columns (cast by the plan), and doubled values (ties at the core's edges).  An empty group is a
 group of one NULL row (n = 0: dp_var still releases a grid point).  The hybrid route (``plans.SMALL_ROWS`` 41: a
 40-row D and its 41-row neighbour are read as rows or take the passes by their released count): the extreme pairs
-at the smallest, unit and largest epsilon.
+at the smallest, unit and largest epsilon, the rows' bounds in chunks on threads.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 from dpsql import plans
+from dpsql.core import summary_var
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.noise import Rng
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
@@ -84,5 +85,6 @@ HYBRID_PAIRS = ("empty_vs_one", "one_at_+1e300", "one_at_-inf", "bigint_max", "h
 @pytest.mark.parametrize("pair", HYBRID_PAIRS)
 def test_extreme_neighbours_on_the_hybrid_route(pair: str, epsilon: float, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plans, "SMALL_ROWS", 41.0)
+    monkeypatch.setattr(summary_var, "ROWS_CHUNK", 1000.0)  # the rows' bounds in chunks of ~25 groups, on threads
     d, d2 = EXTREME_NEIGHBOURS[pair]
     assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, "hybrid")) <= epsilon
