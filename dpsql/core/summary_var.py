@@ -18,8 +18,9 @@ the two core sums.  :func:`variance` runs the same steps on summaries a :class:`
 
 So the draws are the list route's whatever the split; the releases are its releases whenever the bounds are the
 same floats: always for the rows and for :class:`VarBatchSource` (it calls :func:`~dpsql.core.asymmetric.
-var_summary`, the list route's own summary), and to rounding for a source whose core sums add in another order
-(:mod:`dpsql.plans.var`: DuckDB's ``fsum``; the bounds then agree to a few ulps and the releases, grid points at
+var_summary`, the list route's own summary), and to rounding for a source whose core sums add in another order or
+around another anchor inside the core (:mod:`dpsql.plans.var`: DuckDB's ``fsum`` around the core's midpoint; the
+bounds then agree to a few ulps and the releases, grid points at
 least ``BETA_MIN - 1 = 1e-4`` apart in relative terms, differ only where a bound lies within those ulps of a grid
 boundary).
 
@@ -116,10 +117,11 @@ def row_groups(n_hat: np.ndarray, small: float) -> np.ndarray:
 
 #: the rows route's bounds run in chunks of consecutive groups of about this many released rows, on up to
 #: :data:`THREADS` threads (numpy releases the GIL in the bounds' array work; each group's bounds are its own, so
-#: the chunks change no bit: tests/core/test_summary_var.py).  Measured at 10**7 rows in 10**4 groups, load ~1:
-#: 2.3-2.7 s in one piece, 1.1-1.3 s in chunks of ~1000-2500 groups on two threads (the list route's UDF calls
-#: run about two at a time on two cores, which is how the macros took 1.7 s there)
-ROWS_CHUNK = 2.0**19
+#: the chunks change no bit: tests/core/test_summary_var.py).  Measured (in one process, noisy shared machine):
+#: 10**7 rows in 10**4 groups at load ~1, 2.3-2.7 s in one piece, 1.1-1.3 s in chunks of 1000-2500 groups on two
+#: threads (the macros' UDF calls also run about two at a time); at load ~2.5, 10**6 rows in 10**4 groups (deep
+#: windows) 4.5 s whole, 4.6 / 3.6 / 3.4 s in chunks of 2**19 / 2**17 / 2**15 rows, 10**7 rows 2.2-2.4 s at every size
+ROWS_CHUNK = 2.0**17
 THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
