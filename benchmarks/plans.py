@@ -13,7 +13,8 @@ the floor on every row vs on a Poisson subsample (scalefree.FLOOR_SAMPLE off / o
 list and summary routes (``--reps`` rounds).  ``--small-ab ROWS GROUPS...``: the summary route with every group
 through the passes vs every group read as rows (plans.SMALL_ROWS 0 vs inf), alternating fresh processes.
 ``--aggregate iqr``: dp_iqr instead of dp_median, against ``quantile_cont(x, 0.75) - quantile_cont(x, 0.25)``
-(the table printed, and written to ``--out``: point it elsewhere to keep the median's results).
+(the table printed, and written to ``--out``: point it elsewhere to keep the median's results).  ``--aggregate var``:
+dp_var (asymmetric) against ``var_samp(x)`` (in the column named quantile_cont).
 ``--aggregate mean`` / ``sum``: dp_mean / dp_sum (scalefree) against ``avg(x)`` / ``sum(x)`` (the same column).
 """
 
@@ -46,6 +47,9 @@ q = {"quantile_cont": f"SELECT {sel}quantile_cont(x, 0.5) FROM t{grp}",
 if agg == "iqr":
     q = (f"SELECT {sel}quantile_cont(x, 0.75) - quantile_cont(x, 0.25) FROM t{grp}" if route == "quantile_cont"
          else f"SELECT {sel}dp_iqr(x, epsilon := 1) FROM t{grp}")
+if agg == "var":
+    q = (f"SELECT {sel}var_samp(x) FROM t{grp}" if route == "quantile_cont"
+         else f"SELECT {sel}dp_var(x, epsilon := 1) FROM t{grp}")
 if agg in ("mean", "sum"):
     q = (f"SELECT {sel}{'avg' if agg == 'mean' else 'sum'}(x) FROM t{grp}" if route == "quantile_cont"
          else f"SELECT {sel}dp_{agg}(x, epsilon := 1) FROM t{grp}")
@@ -215,7 +219,7 @@ def main() -> None:
     ap.add_argument("--ladder-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--floor-ab", nargs=2, metavar=("ROWS", "GROUPS"))
     ap.add_argument("--small-ab", nargs="+", metavar="ROWS GROUPS")
-    ap.add_argument("--aggregate", choices=("median", "iqr", "mean", "sum"), default="median")
+    ap.add_argument("--aggregate", choices=("median", "iqr", "var", "mean", "sum"), default="median")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "plans.md"))
     a = ap.parse_args()
     if a.ladder_ab:
