@@ -140,9 +140,34 @@ def _rows_bounds(s: Batch, n_hat: np.ndarray, C: int) -> tuple[np.ndarray, np.nd
         sub._sorted = sub
         return var_bounds(sub, C)
 
+    return _in_parts(part, cuts.size - 1)
+
+
+def _in_parts(part, k: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - int -> (log f, log L)
+    """``part(0) .. part(k - 1)`` on :data:`THREADS` threads, concatenated along the groups."""
     with ThreadPoolExecutor(THREADS) as ex:
-        parts = list(ex.map(part, range(cuts.size - 1)))
+        parts = list(ex.map(part, range(k)))
     return np.concatenate([f for f, _ in parts]), np.concatenate([L for _, L in parts])
+
+
+#: the summary route's bounds run on at most about this many ``[depth, group]`` cells per chunk of groups (the WIDE
+#: work arrays of var_bounds_of are ~6 of them: 2**20 cells ~ 100 MB), on :data:`THREADS` threads
+SUMMARY_CELLS = 2**20
+
+
+def _summary_bounds(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """``var_bounds_of(S, C)`` in chunks of consecutive groups (:data:`SUMMARY_CELLS`): the same arrays bit for bit
+    (each group's bounds are its own), the memory of one chunk's work arrays per thread."""
+    G = S.n.size
+    step = max(1, SUMMARY_CELLS // (C + 1))
+    if G <= step:
+        return var_bounds_of(S, C)
+
+    def part(i: int) -> tuple[np.ndarray, np.ndarray]:
+        g = slice(i * step, min((i + 1) * step, G))
+        return var_bounds_of(VarSummary(S.n[g], S.xm[g], S.lo[:, g], S.hi[:, g], S.s1[g], S.s2[g]), C)
+
+    return _in_parts(part, -(-G // step))
 
 
 def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None, small: float = 0.0
@@ -164,6 +189,6 @@ def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None 
         log_f[rows], log_L[rows] = _rows_bounds(src.batch(rows), n_hat[rows], C)
     big = np.setdiff1d(np.arange(G), rows)
     if big.size:
-        log_f[big], log_L[big] = var_bounds_of(src.var_summary(big, C), C)
+        log_f[big], log_L[big] = _summary_bounds(src.var_summary(big, C), C)
     lb = np.log(grid_ratio(eps_asm, n_hat))
     return asm_scan(log_f, log_L, np.zeros((G, 0)), np.full(G, np.inf), RATIO * eps2, eps2, rng, lb, 0.0)

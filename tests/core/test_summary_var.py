@@ -312,6 +312,18 @@ def test_rows_in_chunks_on_threads_are_the_same_bounds(threads, monkeypatch):
     np.testing.assert_array_equal(SV.variance(SV.VarBatchSource(b), 1.0, Rng.seeded(3), small=np.inf), want)
 
 
+@pytest.mark.parametrize("cells", [1, 50, 10**6])
+def test_summary_bounds_in_chunks_are_the_same(cells, monkeypatch):
+    """The summary route's bounds in chunks of consecutive groups on threads: bit for bit var_bounds_of whole."""
+    monkeypatch.setattr(SV, "SUMMARY_CELLS", cells)
+    monkeypatch.setattr(SV, "THREADS", 2)
+    s = _groups(12).sorted()
+    for C in (3, 100):
+        S = A.var_summary(s, C)
+        for a, w in zip(SV._summary_bounds(S, C), A.var_bounds_of(S, C), strict=True):
+            np.testing.assert_array_equal(a, w)
+
+
 def test_truncation_of_is_run_vars():
     for eps in (1e-3, 0.1, 1.0, 10.0):
         assert SV.truncation_of(eps) == A.truncation(eps * A.SPLIT_VAR["asm"] / (A.RATIO + 2.0))

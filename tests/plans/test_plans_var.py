@@ -145,6 +145,7 @@ def test_same_releases_as_the_list_route(trial: int, small: float, monkeypatch: 
     agree to rounding, so the grid points released are the same (module docstring)."""
     monkeypatch.setattr(plans, "SMALL_ROWS", small)
     monkeypatch.setattr(summary_var, "ROWS_CHUNK", 2000.0)  # the rows' bounds in chunks, on threads
+    monkeypatch.setattr(summary_var, "SUMMARY_CELLS", 300)  # the summaries' bounds in chunks of 2 groups at C 100
     r = np.random.default_rng(40 + trial)
     sizes = r.choice([0, 1, 2, 5, 40, 203, 500, 2002, 4000], r.integers(1, 6))
     lists, con = _table(r, sizes)
