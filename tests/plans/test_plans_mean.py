@@ -1,4 +1,4 @@
-"""Summary plans for dp_mean / dp_sum (issue 17): the DuckDB passes (dpsql.plans.mean.MeanDuckSource) answer what
+"""Summary plans for dp_mean / dp_sum (issue 17): the DuckDB passes (dpsql.plans.MeanDuckSource) answer what
 core.summary_mean's reference (MeanBatchSource) answers, byte for byte (radius histograms, clipped fixed-point
 sums, the derived |x - c| source's bucket and tail passes), and the whole release equals the reference's on the
 same matching keys."""
@@ -18,7 +18,7 @@ from dpsql.core.batch import Batch
 from dpsql.core.registry import budget_of
 from dpsql.core.summary import raw_codes
 from dpsql.noise import Rng
-from dpsql.plans.mean import MeanDuckSource
+from dpsql.plans import MeanDuckSource
 
 
 def _table(r: np.random.Generator, sizes: tuple[int, ...] = (0, 1, 5, 40, 300, 3000)) -> tuple[np.ndarray, ...]:
