@@ -24,9 +24,10 @@ def install(con, **kwargs):  # noqa: ANN001 - duckdb connection
 
 
 def sql(con, query: str):  # noqa: ANN001, ANN201 - duckdb connection, pyarrow Table
-    """Run ``query`` in trusted mode and return a pyarrow Table: dp_median / dp_quantile of a simple grouped query
-    through summary plans (native DuckDB passes, :mod:`dpsql.plans`, the same law as the macros), anything else
-    as written through the macros (``install(con)`` first)."""
+    """Run ``query`` in trusted mode and return a pyarrow Table: the default dp_median, dp_quantile, dp_iqr,
+    dp_mean, dp_sum, dp_var and dp_stddev of a simple grouped query through summary plans (native DuckDB passes,
+    :mod:`dpsql.plans`, the same law as the macros), anything else as written through the macros (``install(con)``
+    first)."""
     from .plans import run as _run
 
     return _run(con, query)

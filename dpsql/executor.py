@@ -18,7 +18,7 @@ The ledger is never attached here.  Any failure while a charged query runs becom
 charged DPSQL-E080, whose text holds no data (DuckDB's own messages quote values, e.g. failed casts).
 
 Summary plans (issue 17): when the guard's rewritten SQL is a query :func:`dpsql.plans.compile_query` owns
-(grouped dp_median / dp_quantile), :meth:`Executor.run` answers it with :func:`dpsql.plans.run` (native passes
+(the grouped default aggregates), :meth:`Executor.run` answers it with :func:`dpsql.plans.run` (native passes
 over per-group summaries, the list route's law) instead of the macros' ``list(x)`` route; anything else runs as
 prepared.  The route is a function of the SQL text and the schema (decided in :meth:`Executor.prepare`, before
 the charge).  The plans' input is materialized once per query (:func:`dpsql.plans.materialized`, a TEMP table

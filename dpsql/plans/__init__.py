@@ -1,6 +1,6 @@
-"""Summary plans, trusted mode (issue 17, first slice): ``run(con, sql)`` answers the default dp_median /
-dp_quantile(x, p) of a simple grouped query with native DuckDB passes over per-group summaries for large groups
-and one rows pass for the small ones (the hybrid route, below) instead of shipping each group to Python with
+"""Summary plans (issue 17): ``run(con, sql)`` answers the default dp_median, dp_quantile(x, p), dp_iqr, dp_mean,
+dp_sum, dp_var and dp_stddev of a simple grouped query with native DuckDB passes over per-group summaries for large
+groups and one rows pass for the small ones (the hybrid route, below) instead of shipping each group to Python with
 ``list(x)``; the mechanism runs in Python on the summaries (:mod:`dpsql.core.summary`, whose docstring has the
 design and the privacy argument) or, for the small groups, on their rows.  Same output law as the list route
 (below: the matching's draws differ, its law does not).
