@@ -101,7 +101,7 @@ from .scalefree import (
 from .spending import charge_pure, subsampled
 
 __all__ = ["Source", "BatchSource", "median", "quantile", "quantiles", "iqr", "IQR_PS", "released_count", "row_groups",
-           "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI"]
+           "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI", "row_parts", "announce_rows"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -136,7 +136,10 @@ class Source(Protocol):
 
     def batch(self, groups: np.ndarray) -> Batch:
         """The rows of ``groups`` as a sorted, cleaned Batch (the list route's input), for the quantile's near
-        route and the hybrid's small groups (small released counts only: :func:`row_groups`)."""
+        route and the hybrid's small groups (small released counts only: :func:`row_groups`).  Before a run of
+        such requests the code calls the source's optional ``will_batch(parts, rows)`` with the parts it will
+        request, in order, and their released rows (:func:`announce_rows`): a source may fetch them in fewer,
+        larger pieces, one at a time (dpsql.plans: bounded memory)."""
 
 
 RAW_BITS = 36  # mantissa bits of the raw codes (scalefree's M_BITS; every measure's cells are unions of these)
@@ -572,6 +575,23 @@ def row_groups(n_hat: np.ndarray, epsilon: float, p: float | tuple[float, ...], 
 ROWS_CHUNK = 2.0**19
 
 
+def row_parts(rows: np.ndarray, n_hat: np.ndarray) -> list[np.ndarray]:
+    """``rows`` (groups, in the order the list code runs them) cut into consecutive parts of about
+    :data:`ROWS_CHUNK` released rows (``max(n_hat, 1)`` per group): a function of the released counts only."""
+    w = np.cumsum(np.maximum(n_hat[rows], 1.0))
+    cuts = np.flatnonzero(np.diff(np.floor(w / ROWS_CHUNK))) + 1
+    return [rows[part] for part in np.split(np.arange(rows.size), cuts)]
+
+
+def announce_rows(src: object, parts: list[np.ndarray], n_hat: np.ndarray) -> list[np.ndarray]:
+    """Tell ``src`` (its optional ``will_batch(parts, rows)``) which ``parts`` it will be asked for by
+    :meth:`Source.batch`, in this order, with their released rows; returns ``parts``.  Released values only."""
+    hook = getattr(src, "will_batch", None)
+    if hook is not None and parts:
+        hook(parts, [float(np.maximum(n_hat[g], 1.0).sum()) for g in parts])
+    return parts
+
+
 def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: float, eps_em: float, p: float,
                 rng: Rng) -> np.ndarray:
     """The list route's code for the groups ``rows`` of one class (floor at ``eps_bound`` with the floor's Poisson
@@ -585,10 +605,11 @@ def _rows_routes(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: fl
                  ps: tuple[float, ...], rng: Rng) -> list[np.ndarray]:
     """:func:`_rows_route` for several levels: per chunk the floor once, then the mechanism at ``eps_em`` for each
     p of ``ps`` in order (the list route's ``_tail_quantiles`` on a wide class)."""
-    w = np.cumsum(np.maximum(n_hat[rows], 1.0))
     out = [np.empty(rows.size) for _ in ps]
-    for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(np.floor(w / ROWS_CHUNK))) + 1):
-        g = rows[part]
+    at = 0
+    for g in announce_rows(src, row_parts(rows, n_hat), n_hat):
+        part = slice(at, at + g.size)
+        at += g.size
         sub = src.batch(g)
         e = floor_exponent(sub, eps_bound, rng, n_hat[g])
         for o, p in zip(out, ps, strict=True):
@@ -683,14 +704,15 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
         for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
             o[idx] = decode(k, e)
     idx = np.flatnonzero(~wide & ~null)
-    if idx.size:
-        sub = src.batch(idx)
-        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng, n_hat[idx])
+    # the near route in parts of ROWS_CHUNK released rows (:func:`row_parts`; one part: the list route's draws)
+    for g in announce_rows(src, row_parts(idx, n_hat), n_hat) if idx.size else ():
+        sub = src.batch(g)
+        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng, n_hat[g])
         c = centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
         ee = near_exponent(ee, c)
         for o, p in zip(out, ps, strict=True):
-            o[idx] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[idx],
-                                 SPLIT_NEAR["count"] * epsilon)[0]
+            o[g] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[g],
+                               SPLIT_NEAR["count"] * epsilon)[0]
     return out
 
 

@@ -25,7 +25,8 @@ Per group, as :func:`~dpsql.core.scalefree._mean_sum` (the same mechanisms, shar
    :func:`~dpsql.core.primitives.release_fixed_sum` (release_sum's noise step).
 5. **Hybrid** (``small``): groups whose released count is below ``small`` are read as rows
    (:meth:`~dpsql.core.summary.Source.batch`) and run the list route's own code for their class
-   (:func:`~dpsql.core.scalefree.mean_sum_route`), in chunks of ``ROWS_CHUNK`` released rows.
+   (:func:`~dpsql.core.scalefree.mean_sum_route`), in chunks of ``core.summary.ROWS_CHUNK`` released rows
+   (:func:`~dpsql.core.summary.row_parts`, announced to the source first: :func:`~dpsql.core.summary.announce_rows`).
 
 Cost: that of run_mean / run_sum, charged by the same calls (epsilon per group, pure).  Privacy: every
 summary is the exact statistic the list route's mechanism reads (the floor's matching in law, as for the
@@ -76,12 +77,13 @@ from .scalefree import (
     mid_fallback,
 )
 from .summary import (
-    ROWS_CHUNK,
     BatchSource,
     Source,
     _floor,
     _shifts,
     _window_em,
+    announce_rows,
+    row_parts,
 )
 
 __all__ = ["MeanSource", "MeanBatchSource", "mean", "sum", "released_count", "row_groups", "inside_index",
@@ -190,14 +192,15 @@ def row_groups(n_hat: np.ndarray, epsilon: float, kind: str, small: float) -> np
 
 def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, route: str, sp: dict[str, float], eps: float,
                 rng: Rng, kind: str) -> np.ndarray:
-    """The list route's code for the groups ``rows`` of one class on their rows, chunk by chunk (``ROWS_CHUNK``
-    released rows, as :func:`dpsql.core.summary._rows_route`; one chunk: the list route's draws)."""
-    w = np.cumsum(np.maximum(n_hat[rows], 1.0))
+    """The list route's code for the groups ``rows`` of one class on their rows, chunk by chunk
+    (``core.summary.ROWS_CHUNK`` released rows, read at call time; as :func:`dpsql.core.summary._rows_route`; one
+    chunk: the list route's draws)."""
     out = np.empty(rows.size)
     params = Params(epsilon=eps)
-    for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(np.floor(w / ROWS_CHUNK))) + 1):
-        g = rows[part]
-        out[part] = mean_sum_route(src.batch(g), n_hat[g], route, sp, eps, rng, params, None, kind)[0]
+    at = 0
+    for g in announce_rows(src, row_parts(rows, n_hat), n_hat):
+        out[at:at + g.size] = mean_sum_route(src.batch(g), n_hat[g], route, sp, eps, rng, params, None, kind)[0]
+        at += g.size
     return out
 
 

@@ -54,6 +54,7 @@ from .asymmetric import (
 )
 from .batch import Batch
 from .primitives import need_wide, noisy_count_of
+from .summary import announce_rows, row_parts
 
 __all__ = ["VarSource", "VarBatchSource", "variance", "released_count", "row_groups", "truncation_of"]
 
@@ -185,8 +186,9 @@ def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None 
     C = truncation(eps2)
     log_f, log_L = np.empty(G), np.empty((G, C))
     rows = row_groups(n_hat, small)
-    if rows.size:
-        log_f[rows], log_L[rows] = _rows_bounds(src.batch(rows), n_hat[rows], C)
+    # the rows in parts of summary.ROWS_CHUNK released rows (each group's bounds are its own: no bit changes)
+    for g in announce_rows(src, row_parts(rows, n_hat), n_hat) if rows.size else ():
+        log_f[g], log_L[g] = _rows_bounds(src.batch(g), n_hat[g], C)
     big = np.setdiff1d(np.arange(G), rows)
     if big.size:
         log_f[big], log_L[big] = _summary_bounds(src.var_summary(big, C), C)

@@ -28,7 +28,17 @@ Hybrid route (:data:`SMALL_ROWS`).  The count pass gives every call its released
 (:func:`dpsql.core.summary.released_count`, one draw per call, in the calls' order); the groups a call reads as
 rows (:func:`dpsql.core.summary.row_groups`: released count below SMALL_ROWS, and at p != 1/2 the near route's)
 of all calls on the same value expression come back in ONE rows pass (:meth:`DuckSource.fetch_rows`; none when
-no released count routes a group there).  Each call then continues from its released count
+no released count routes a group there) when they hold at most :data:`ROWS_PASS_ROWS` released rows together.
+Above it (memory, issue 17: 10**8 rows in 10**5 groups of 10**3 are all "small") each call streams its rows in
+pieces: the core announces the parts of ~``core.summary.ROWS_CHUNK`` released rows it will run the list code on,
+in its order (:func:`dpsql.core.summary.announce_rows`), and :meth:`DuckSource.will_batch` cuts them into
+consecutive pieces of at most ROWS_PASS_ROWS released rows, each fetched by its own rows pass (joined to the
+piece's registered groups, as every pass) when first asked for and dropped before the next: at most one piece's
+rows are held.  The pieces reorder no draw (the core asks for the same parts in the same order; only where the
+rows come from changes), so the releases are the single pass's bit for bit; the pieces, their number and their
+statements are functions of the released counts (post-processing, no cost).  Calls on the same value then read
+the rows once per call (not shared: sharing a piece would interleave the calls' draws, and each aggregate runs its
+classes in its own order).  Each call then continues from its released count
 (:func:`dpsql.core.summary.median` with ``n_hat``): per class the small groups run the list route's code for a
 class on their rows in Python (:func:`~dpsql.core.scalefree.floor_exponent` with the floor's Poisson rate, then
 :func:`~dpsql.core.scalefree.quantile_ci`), the others the passes below.  Why the law is the list route's: a
@@ -318,6 +328,14 @@ def _np(t: pa.Table, col: str, dtype: type = np.int64) -> np.ndarray:
 #: faster below it at similar memory; above it the passes are within ~1.5x of the rows' time at 1/2-1/4 of the
 #: memory (the floor subsampled), and faster from ~10**6 rows per group
 SMALL_ROWS = 2.0**16
+
+#: the hybrid route's rows come back in pieces of at most about this many released rows, one at a time
+#: (:meth:`DuckSource.will_batch`); below it (every row group of the calls on one value together) one rows pass
+#: serves every call on that value (:func:`run`).  Each piece is a full scan of the source (10**8 rows: ~48 passes
+#: at 2**21).  Measured at 10**7 rows in 10**4 groups (fresh processes, peak RSS above the open file's, avg(x)
+#: 97 MB): dp_median 383 / 274 / 216 MB at pieces of 2**22 / 2**21 / 2**20 (734 MB in one pass), dp_mean 374 / 338
+#: / 316 MB (its list code's ~100 MB per core part of 2**19 rows stays), times within the machine's noise
+ROWS_PASS_ROWS = 2.0**21
 
 #: matching keys are streamed to DuckDB in batches of this many words
 KEY_BATCH = 1 << 20
@@ -643,11 +661,52 @@ class DuckSource:
 
     def batch(self, groups: np.ndarray) -> Batch:
         """The valid rows of ``groups``, cleaned and sorted as the list route's input: from the rows fetched by
-        :meth:`fetch_rows` when they hold ``groups``, else one pass."""
+        :meth:`fetch_rows` when they hold ``groups``, else from the rows pass of the announced piece holding
+        them (:meth:`will_batch`: the previous piece's rows are dropped first), else one pass of their own."""
         have = getattr(self, "_fetched", None)
         if have is not None and groups.size and np.isin(groups, have[0]).all():
             return _take_groups(have[1], np.searchsorted(have[0], groups))
+        plan = getattr(self, "_pieces", None)
+        if plan is not None and groups.size:
+            pieces, of = plan
+            k = int(of[groups[0]])
+            if k >= 0 and np.all(of[groups] == k):
+                chunk = getattr(self, "_chunk", None)
+                if chunk is None or chunk[0] != k:
+                    self._chunk = None  # free the previous piece's rows before the next pass
+                    chunk = self._chunk = (k, pieces[k], self._batch(pieces[k]))
+                return _take_groups(chunk[2], np.searchsorted(chunk[1], groups))
         return self._batch(groups)
+
+    def will_batch(self, parts: list[np.ndarray], rows: list[float]) -> None:
+        """The core announces the parts it will ask :meth:`batch` for, in order, with their released rows
+        (:func:`dpsql.core.summary.announce_rows`).  Unless :meth:`fetch_rows` holds them all, they are cut into
+        pieces of consecutive parts of at most :data:`ROWS_PASS_ROWS` released rows (a part above it alone):
+        each piece is fetched by one rows pass when its first part is asked for, and its rows are dropped when
+        the next piece is fetched, so at most one piece's rows are held.  The pieces, hence the passes' number
+        and statements, are functions of the released counts (and of the core's public constants) only."""
+        have = getattr(self, "_fetched", None)
+        every = np.concatenate(parts)
+        if have is not None and np.isin(every, have[0]).all():
+            return
+        self._chunk = None
+        of = np.full(self.n.size, -1, dtype=np.int64)
+        pieces, cur, acc = [], [], 0.0
+        for g, r in zip(parts, rows, strict=True):
+            if cur and acc + r > ROWS_PASS_ROWS:
+                pieces.append(np.sort(np.concatenate(cur)))
+                cur, acc = [], 0.0
+            cur.append(g)
+            acc += r
+        pieces.append(np.sort(np.concatenate(cur)))
+        for k, piece in enumerate(pieces):
+            of[piece] = k
+        self._pieces = (pieces, of)
+
+    def drop_rows(self) -> None:
+        """Forget the announced pieces and their rows (the end of a call; :meth:`fetch_rows`' rows, which
+        other calls on the value share, stay until :func:`run` returns)."""
+        self._chunk = self._pieces = None
 
     def fetch_rows(self, groups: np.ndarray) -> Batch:
         """One pass: the rows of ``groups`` (ascending), kept for :meth:`batch` (the hybrid route: every
@@ -661,17 +720,22 @@ class DuckSource:
         self._fetched = getattr(other, "_fetched", None)
 
     def _batch(self, groups: np.ndarray) -> Batch:
-        """One pass: each group's valid values as a list (a hash aggregate, the list route's shape: 10**7 rows in
-        10**4 groups 0.85-1.0 s, against 1.4-1.8 s for the rows ordered by group), sorted in numpy per group."""
+        """One pass: the valid rows of ``groups`` (``_g``, ``_x AS _rows_x``) as DuckDB streams them, grouped in
+        numpy (a radix argsort on the group index) and sorted per group.  Against a ``list(_x)`` hash aggregate
+        (the list route's shape): at 10**7 rows in 10**4 groups 1.2-1.4 s against 1.3-2.2 s and ~150 MB less peak
+        RSS (DuckDB holds no lists; numpy holds ~5 arrays of 8 bytes per row at the peak).  The rows' order
+        within a group is the join's, never seen: each group is sorted.  Time and memory follow the sizes."""
         self._registered = []
         src = self._params(groups, {})
-        t = self._run(f"SELECT p._g AS _g, list(_x) AS _v FROM {src} WHERE {_VALID} GROUP BY p._g ORDER BY p._g")
-        col = t.column("_v").combine_chunks()
-        sizes = np.zeros(groups.size, dtype=np.int64)
-        sizes[_np(t, "_g")] = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False)
+        t = self._run(f"SELECT p._g AS _g, _x AS _rows_x FROM {src} WHERE {_VALID}")
+        g = _np(t, "_g")
+        x = t.column("_rows_x").to_numpy()
+        del t
         offsets = np.zeros(groups.size + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return clean(col.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False), offsets).sorted()
+        np.cumsum(np.bincount(g, minlength=groups.size), out=offsets[1:])
+        x = x[_group_order(g, groups.size)]
+        del g
+        return _sorted_batch(clean(x, offsets))
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
@@ -837,6 +901,37 @@ class _Derived(DuckSource):
         return super()._run(sql, params)
 
 
+class _Sorted(Batch):
+    """A sorted :class:`Batch` that is its own sorted batch without holding a reference to itself (``Batch``'s
+    ``_sorted = self`` is a reference cycle: its rows would wait for the cyclic collector, not for the last
+    reference; the rows pass's pieces and their parts are freed as soon as they are dropped)."""
+
+    @property
+    def _sorted(self) -> Batch:
+        return self
+
+    @_sorted.setter
+    def _sorted(self, value: Batch | None) -> None:
+        pass
+
+
+def _sorted_batch(b: Batch) -> Batch:
+    """``b.sorted()`` as a :class:`_Sorted` (``b``'s own cycle broken)."""
+    s = b.sorted()
+    out = _Sorted(s.values, s.offsets)
+    b._sorted = s._sorted = None
+    return out
+
+
+def _group_order(g: np.ndarray, G: int) -> np.ndarray:
+    """An order of the rows that groups them by ``g`` (in ``[0, G)``) ascending: numpy's radix sort on 16-bit
+    digits (one pass below 2**16 groups, two above)."""
+    if G <= 1 << 16:
+        return np.argsort(g.astype(np.uint16), kind="stable")
+    o = np.argsort((g & 0xFFFF).astype(np.uint16), kind="stable")
+    return o[np.argsort((g[o] >> 16).astype(np.uint16), kind="stable")]
+
+
 def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
     """The sorted sub-batch of groups ``idx`` (ascending) of the sorted batch ``s``: a view when they are
     consecutive."""
@@ -844,13 +939,9 @@ def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
     offsets = np.zeros(idx.size + 1, dtype=np.int64)
     np.cumsum(hi - lo, out=offsets[1:])
     if idx.size and idx[-1] - idx[0] == idx.size - 1:
-        sub = Batch(s.values[lo[0]:hi[-1]], offsets)
-        sub._sorted = sub
-        return sub
+        return _Sorted(s.values[lo[0]:hi[-1]], offsets)
     take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
-    sub = Batch(s.values[take], offsets)
-    sub._sorted = sub
-    return sub
+    return _Sorted(s.values[take], offsets)
 
 
 def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -922,12 +1013,13 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
     srcs = [_source_class(c)(con, plan, j, key_table, _np(groups, f"_n{j}"), rng, rows)
             for j, c in enumerate(plan.calls)]
     n_hat = [_released_count(s, c, rng) for s, c in zip(srcs, plan.calls, strict=True)]
-    fetched: dict[str, DuckSource] = {}  # the hybrid route: one rows pass per value expression
+    fetched: dict[str, DuckSource] = {}  # the hybrid route: one rows pass per value expression, if they fit
     for value in dict.fromkeys(c.value for c in plan.calls):
         js = [j for j, c in enumerate(plan.calls) if c.value == value]
         few = [_row_groups(n_hat[j], plan.calls[j]) for j in js]
         every = np.unique(np.concatenate([np.zeros(0, dtype=np.int64), *few]))
-        if every.size:
+        released = np.max([np.maximum(n_hat[j][every], 1.0) for j in js], axis=0).sum() if every.size else 0.0
+        if every.size and released <= ROWS_PASS_ROWS:
             srcs[js[0]].fetch_rows(every)
             fetched[value] = srcs[js[0]]
     out = []
@@ -945,6 +1037,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
             out.append(core_summary.median(src, call.epsilon, rng, n_hat=n_hat[j], small=SMALL_ROWS))
         else:
             out.append(core_summary.quantile(src, call.epsilon, rng, call.p, n_hat=n_hat[j], small=SMALL_ROWS))
+        src.drop_rows()
     arrays, names = [], []
     for kind, i, name in plan.columns:
         names.append(name)

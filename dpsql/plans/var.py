@@ -98,6 +98,9 @@ class DuckVarSource:
     def batch(self, groups: np.ndarray) -> Batch:
         return self.src.batch(groups)
 
+    def will_batch(self, parts: list[np.ndarray], rows: list[float]) -> None:  # noqa: D102 - DuckSource's
+        self.src.will_batch(parts, rows)
+
     def var_summary(self, groups: np.ndarray, C: int) -> VarSummary:
         """Module docstring: two passes over the valid rows of ``groups`` (ascending)."""
         src = self.src

@@ -373,7 +373,7 @@ def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection,
 
 def test_hybrid_one_rows_pass_for_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """dp_median and dp_quantile(0.9) on one value, groups of 50, 400 and 6,000 rows, SMALL_ROWS 1000: the small
-    groups of both calls come back in one rows pass (the statement with list(_x)), the large group takes the
+    groups of both calls come back in one rows pass (the statement selecting _rows_x), the large group takes the
     passes per call; the releases are the reference's (counts of both calls first, then each call)."""
     monkeypatch.setattr(plans, "SMALL_ROWS", 1000.0)
     monkeypatch.setattr(scalefree, "FLOOR_SAMPLE", False)
@@ -383,7 +383,7 @@ def test_hybrid_one_rows_pass_for_every_call(monkeypatch: pytest.MonkeyPatch) ->
     x = r.lognormal(0, 1, g.size)
     got, calls = _statements(monkeypatch, _one_thread(g, x), "SELECT g, dp_median(x, epsilon := 2.0) AS m, "
                              "dp_quantile(x, 0.9, epsilon := 2.0) AS q FROM t GROUP BY g", Rng.seeded(4))
-    assert sum("list(_x)" in q for q in calls) == 1
+    assert sum("_rows_x" in q for q in calls) == 1
     # count, rows, then per call gaps, two buckets, tails
     assert len(calls) == 2 + 2 * 4
     order = got.column("g").to_pylist()
@@ -414,7 +414,7 @@ def test_hybrid_passes_do_not_depend_on_the_values(monkeypatch: pytest.MonkeyPat
         call = "dp_median(x, " if p == 0.5 else f"dp_quantile(x, {p}, "
         sql = f"SELECT g, {call}epsilon := 1.0) AS m FROM t GROUP BY g"
         runs = [_statements(monkeypatch, _one_thread(g, x), sql, Rng.seeded(9))[1] for x in (tame, wild)]
-        assert runs[0] == runs[1] and any("list(_x)" in q for q in runs[0])
+        assert runs[0] == runs[1] and any("_rows_x" in q for q in runs[0])
         assert any("_tag" in q for q in runs[0])
 
 
