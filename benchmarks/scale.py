@@ -82,7 +82,9 @@ def child(dbfile: str, kind: str, expr: str) -> dict:
     q = f"SELECT {expr} FROM t"
     p = subprocess.run([sys.executable, "-c", CHILD, dbfile, kind, q], capture_output=True, text=True)
     if p.returncode != 0:
-        tail = p.stderr.strip().splitlines()[-1][:100] if p.stderr.strip() else f"exit {p.returncode}"
+        lines = p.stderr.strip().splitlines()
+        named = [ln for ln in lines if "Error" in ln or "Exception" in ln]  # the error's own line, not a hint after it
+        tail = (named or lines or [f"exit {p.returncode}"])[-1][:100]
         return {"failed": tail}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
