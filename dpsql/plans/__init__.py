@@ -136,7 +136,7 @@ from sqlglot import exp
 from ..core import ParameterError, Params, get_method, summary_mean
 from ..core import summary as core_summary
 from ..core import summary_var as core_var
-from ..core.batch import Batch, clean
+from ..core.batch import Batch, SortedBatch, clean
 from ..core.primitives import fixed_point_grid
 from ..core.registry import validate
 from ..core.summary_mean import RADIUS_QUERIES
@@ -901,26 +901,12 @@ class _Derived(DuckSource):
         return super()._run(sql, params)
 
 
-class _Sorted(Batch):
-    """A sorted :class:`Batch` that is its own sorted batch without holding a reference to itself (``Batch``'s
-    ``_sorted = self`` is a reference cycle: its rows would wait for the cyclic collector, not for the last
-    reference; the rows pass's pieces and their parts are freed as soon as they are dropped)."""
-
-    @property
-    def _sorted(self) -> Batch:
-        return self
-
-    @_sorted.setter
-    def _sorted(self, value: Batch | None) -> None:
-        pass
-
-
 def _sorted_batch(b: Batch) -> Batch:
-    """``b.sorted()`` as a :class:`_Sorted` (``b``'s own cycle broken)."""
+    """``b.sorted()`` (a :class:`~dpsql.core.batch.SortedBatch`: no reference cycle, freed on its last
+    reference), without ``b``'s reference to it."""
     s = b.sorted()
-    out = _Sorted(s.values, s.offsets)
-    b._sorted = s._sorted = None
-    return out
+    b._sorted = None
+    return s
 
 
 def _group_order(g: np.ndarray, G: int) -> np.ndarray:
@@ -939,9 +925,9 @@ def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
     offsets = np.zeros(idx.size + 1, dtype=np.int64)
     np.cumsum(hi - lo, out=offsets[1:])
     if idx.size and idx[-1] - idx[0] == idx.size - 1:
-        return _Sorted(s.values[lo[0]:hi[-1]], offsets)
+        return SortedBatch(s.values[lo[0]:hi[-1]], offsets)
     take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
-    return _Sorted(s.values[take], offsets)
+    return SortedBatch(s.values[take], offsets)
 
 
 def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
