@@ -16,7 +16,8 @@ dp_iqr/(quantile_cont(x, 0.75) - quantile_cont(x, 0.25)); all dp_* at epsilon :=
 
 ``--big`` builds a 100M-row, 100,000-group table in a temporary DuckDB file and runs every aggregate in a
 fresh subprocess, reporting its wall time and peak resident memory (``ru_maxrss``) above the process's
-resident memory after opening the database, against the raw column size (8 bytes per row).
+resident memory after opening the database, against the raw column size (8 bytes per row).  ``--big --compiled``
+runs each dp aggregate through ``dpsql.sql(con, q)`` (the summary plans, :mod:`dpsql.plans`) instead of the macros.
 
 Writes ``benchmarks/results/speed.md`` (``--big``: ``speed_big_<rows>.md``; ``--scaling``: ``speed_scaling.md`` and
 ``speed_vs_rows.png``).
@@ -259,7 +260,7 @@ def scaling(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- 100M rows / 100k groups
 
 
-def _child(dbfile: str, expr: str, by: str | None, threads: int | None) -> None:
+def _child(dbfile: str, expr: str, by: str | None, threads: int | None, compiled: bool = False) -> None:
     import duckdb
 
     import dpsql
@@ -272,7 +273,9 @@ def _child(dbfile: str, expr: str, by: str | None, threads: int | None) -> None:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rss_now = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
     t0 = time.perf_counter()
-    out = con.sql(query(expr, "big", by)).fetchall()
+    q = query(expr, "big", by)
+    # --compiled: a dp aggregate through dpsql.sql (the summary plans; a native one runs as written there too)
+    out = dpsql.sql(con, q).to_pylist() if compiled and expr.startswith("dp_") else con.sql(q).fetchall()
     t = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"seconds": t, "peak_kb": peak, "base_kb": base, "rss_kb": rss_now, "groups": len(out)}))
@@ -293,13 +296,13 @@ def big(args: argparse.Namespace) -> None:
     trs = []
     only = set(args.big_aggregates.split(",")) if args.big_aggregates else None
     for by in [None if w == "1" else "g" for w in args.big_groupings.split(",")]:
-        jobs = [[("list(x) alone (DuckDB, the list route's floor)", "len(list(x))")]]  # what every list route pays
+        jobs = [] if args.compiled else [[("list(x) alone (DuckDB, the list route's floor)", "len(list(x))")]]
         jobs += [[(nat_name, nat_expr), (dp_name, dp_expr)] for dp_name, dp_expr, nat_name, nat_expr in PAIRS + CLIPPED
                  if not only or dp_name in only]
         for job in jobs:
             for label, expr in job:
                 cmd = [sys.executable, os.path.abspath(__file__), "--_child", dbfile, expr, by or "",
-                       str(args.threads or 0)]
+                       str(args.threads or 0), "1" if args.compiled else "0"]
                 p = subprocess.run(cmd, capture_output=True, text=True)
                 if p.returncode != 0:
                     trs.append([label, "1" if by is None else f"{groups}", "failed", "—", "—",
@@ -316,10 +319,13 @@ def big(args: argparse.Namespace) -> None:
         f"# dpsql at {rows:,} rows, {groups:,} groups: time and peak memory", "",
         f"`benchmarks/speed.py --big` on {machine()}; {rows:.0e} lognormal rows, {groups} groups, DuckDB file; "
         f"load average {args.load0} at start, {loadavg()} at end. Each query in a fresh process. Column size "
-        f"(8 bytes x rows) = {col_mb:.0f} MiB. 'extra' = peak RSS minus RSS after opening the database.", "",
+        f"(8 bytes x rows) = {col_mb:.0f} MiB. 'extra' = peak RSS minus RSS after opening the database."
+        + (" `--compiled`: each dp aggregate through `dpsql.sql(con, q)` (the summary plans, dpsql.plans), the "
+           "natives through `con.sql(q)`." if args.compiled else ""), "",
         md_table(["aggregate", "groups", "seconds", "peak RSS MiB", "extra MiB", "extra / column size"], trs), ""])
     os.makedirs(args.outdir, exist_ok=True)
-    with open(os.path.join(args.outdir, f"speed_big_{rows:.0e}.md".replace("+", "")), "w") as f:
+    name = f"speed_big_{rows:.0e}{'_compiled' if args.compiled else ''}.md".replace("+", "")
+    with open(os.path.join(args.outdir, name), "w") as f:
         f.write(text)
     print(text)
 
@@ -330,7 +336,7 @@ def big(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--_child":
-        _child(argv[1], argv[2], argv[3] or None, int(argv[4]) or None)
+        _child(argv[1], argv[2], argv[3] or None, int(argv[4]) or None, len(argv) > 5 and argv[5] == "1")
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=float, default=1e7)
@@ -350,6 +356,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--big-groupings", type=str, default="1,g",
                     help="'1' (one group), 'g' (--big-groups groups) or both (default '1,g'); one group of 1e8 rows "
                          "needs ~25x the column's size in RAM for dp_median today")
+    ap.add_argument("--compiled", action="store_true",
+                    help="--big: run each dp aggregate through dpsql.sql(con, q) (the summary plans) instead of the "
+                         "macros; writes speed_big_<rows>_compiled.md")
     ap.add_argument("--outdir", type=str, default=RESULTS)
     args = ap.parse_args(argv)
     args.load0 = loadavg()
