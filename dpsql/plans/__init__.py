@@ -981,7 +981,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
     ``materialize``: the passes read the plan's input computed once (:func:`materialized`); needed when the
     source is not deterministic (the guarded front doors: :meth:`dpsql.executor.Executor.run`)."""
     plan = compile_query(sql) if isinstance(sql, str) else sql
-    if plan is None:
+    if plan is None or (isinstance(sql, str) and not _numeric_values(con, plan)):
         return _fetch(con, sql)
     if materialize:
         with materialized(con, plan) as local:
@@ -1033,6 +1033,25 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
             v = out[i]
             arrays.append(pa.array(v, type=pa.float64(), mask=np.isnan(v)))
     return pa.table(arrays, names=names)
+
+
+#: the value types the macros' ``x DOUBLE`` overload takes (an implicit cast to DOUBLE; DECIMAL(p, s) besides)
+_NUMERIC = frozenset({'"NULL"', "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                      "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "BIGNUM", "VARINT"})
+
+
+def _numeric_values(con: duckdb.DuckDBPyConnection, plan: Plan) -> bool:
+    """Whether every call's value has a numeric type, from the schema only (the relation is bound, never run).
+    A value of any other type (VARCHAR, BOOLEAN, DATE, ...) goes to the macros, which refuse it by its type
+    (DPSQL-E060, before reading a row); the passes' ``CAST(value AS DOUBLE)`` would instead fail or not on the
+    values (a VARCHAR row that does not parse, its text quoted in the message) or release a number.  A type
+    not listed here also goes to the macros (their law, only slower)."""
+    values = ", ".join(f"{c.value} AS _x{j}" for j, c in enumerate(plan.calls))
+    try:
+        types = con.sql(f"SELECT {values} {plan.source}").types
+    except duckdb.Error:  # the macros' statement then raises its own error
+        return False
+    return all(str(t) in _NUMERIC or str(t).startswith("DECIMAL(") for t in types)
 
 
 def _source_class(call: Call) -> type[DuckSource]:
