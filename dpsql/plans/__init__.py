@@ -123,6 +123,7 @@ import contextlib
 import dataclasses
 import itertools
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -981,7 +982,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
     ``materialize``: the passes read the plan's input computed once (:func:`materialized`); needed when the
     source is not deterministic (the guarded front doors: :meth:`dpsql.executor.Executor.run`)."""
     plan = compile_query(sql) if isinstance(sql, str) else sql
-    if plan is None or (isinstance(sql, str) and not _numeric_values(con, plan)):
+    if plan is None or (isinstance(sql, str) and not _types_ok(con, plan)):
         return _fetch(con, sql)
     if materialize:
         with materialized(con, plan) as local:
@@ -1038,20 +1039,28 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
 #: the value types the macros' ``x DOUBLE`` overload takes (an implicit cast to DOUBLE; DECIMAL(p, s) besides)
 _NUMERIC = frozenset({'"NULL"', "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                       "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "BIGNUM", "VARINT"})
+#: a BIT anywhere in a key's type (also nested; a field named bit matches too: then the macros answer)
+_BIT = re.compile(r"\bBIT\b", re.IGNORECASE)
 
 
-def _numeric_values(con: duckdb.DuckDBPyConnection, plan: Plan) -> bool:
-    """Whether every call's value has a numeric type, from the schema only (the relation is bound, never run).
-    A value of any other type (VARCHAR, BOOLEAN, DATE, ...) goes to the macros, which refuse it by its type
-    (DPSQL-E060, before reading a row); the passes' ``CAST(value AS DOUBLE)`` would instead fail or not on the
-    values (a VARCHAR row that does not parse, its text quoted in the message) or release a number.  A type
-    not listed here also goes to the macros (their law, only slower)."""
-    values = ", ".join(f"{c.value} AS _x{j}" for j, c in enumerate(plan.calls))
+def _types_ok(con: duckdb.DuckDBPyConnection, plan: Plan) -> bool:
+    """Whether the plans take the plan's types, from the schema only (the relation is bound, never run): every
+    call's value numeric and no group key holding a BIT.  A value of any other type (VARCHAR, BOOLEAN, DATE, ...)
+    goes to the macros, which refuse it by its type (DPSQL-E060, before reading a row); the passes'
+    ``CAST(value AS DOUBLE)`` would instead fail or not on the values (a VARCHAR row that does not parse, its text
+    quoted in the message) or release a number.  A BIT key comes back from Arrow as a BLOB of DuckDB's internal
+    bytes, so the passes' join of the registered keys to the rows (:meth:`DuckSource._params`) matches no row and
+    every release would be a function of the count alone.  A type not listed here also goes to the macros (their
+    law, only slower)."""
+    keys = [f"{k} AS _k{i}" for i, k in enumerate(plan.keys)]
+    values = [f"{c.value} AS _x{j}" for j, c in enumerate(plan.calls)]
     try:
-        types = con.sql(f"SELECT {values} {plan.source}").types
+        types = [str(t) for t in con.sql(f"SELECT {', '.join(keys + values)} {plan.source}").types]
     except duckdb.Error:  # the macros' statement then raises its own error
         return False
-    return all(str(t) in _NUMERIC or str(t).startswith("DECIMAL(") for t in types)
+    key_types, value_types = types[:len(keys)], types[len(keys):]
+    return (all(t in _NUMERIC or t.startswith("DECIMAL(") for t in value_types)
+            and not any(_BIT.search(t) for t in key_types))
 
 
 def _source_class(call: Call) -> type[DuckSource]:
