@@ -974,16 +974,41 @@ def materialized(con: duckdb.DuckDBPyConnection, plan: Plan) -> Iterator[Plan]:
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
+def volatile(sql: str) -> bool:
+    """Whether the text of ``sql`` may draw something new each time it is evaluated: ``random()``, a UUID,
+    ``TABLESAMPLE`` / ``USING SAMPLE``, or any function sqlglot does not know as a built-in (a UDF may draw; the
+    dp_* calls themselves excepted).  Conservative: a hit only costs a materialization.  Views and macros that
+    draw are not visible in the text (:func:`run`'s docstring)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return True
+    for node in tree.walk():
+        if isinstance(node, (exp.Rand, exp.Uuid, exp.TableSample)):
+            return True
+        if isinstance(node, exp.Anonymous) and str(node.name).lower() not in _DP and \
+                str(node.name).lower() not in _VAR:
+            return True
+    return False
+
+
 def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None, *,
-        materialize: bool = False) -> pa.Table:
+        materialize: bool | None = None) -> pa.Table:
     """Run ``sql`` (trusted mode) and return its result: through summary plans when :func:`compile_query` owns
     it (or ``sql`` is a compiled plan), else as written (the plain macros; ``dpsql.install(con)`` first).
     ``rng``: a seeded generator, for tests only; production noise and matchings come from the OS CSPRNG.
-    ``materialize``: the passes read the plan's input computed once (:func:`materialized`); needed when the
-    source is not deterministic (the guarded front doors: :meth:`dpsql.executor.Executor.run`)."""
+    ``materialize``: the passes read the plan's input computed once (:func:`materialized`), as they must when
+    the source is not deterministic: each pass evaluates the source again, and the proofs (and the list route's
+    law) need every pass to see the same rows.  The guarded front doors always materialize
+    (:meth:`dpsql.executor.Executor.run`: the guard's rewrite draws ``_dpsql_rand()``); the default (None)
+    materializes when :func:`volatile` finds a drawing construct in the query text.  A source that changes
+    between statements in a way the text does not show (a view or macro over ``random()``, another connection
+    writing to the table meanwhile) needs ``materialize=True``, or a table the caller materialized."""
     plan = compile_query(sql) if isinstance(sql, str) else sql
     if plan is None or (isinstance(sql, str) and not _types_ok(con, plan)):
         return _fetch(con, sql)
+    if materialize is None:
+        materialize = isinstance(sql, str) and volatile(sql)
     if materialize:
         with materialized(con, plan) as local:
             return run(con, local, rng)
