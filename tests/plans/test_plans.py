@@ -9,6 +9,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from plan_statements import run_recorded as _statements
 
 import dpsql.duck as duck
 from dpsql import plans
@@ -351,24 +352,6 @@ def test_production_route(sizes: tuple[int, int], sampled: bool, passes: int,
     # rows' matching), two bucket passes, tails
     assert len(calls) == passes
 
-
-def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection, sql: str, rng: Rng
-                ) -> tuple[pa.Table, list[str]]:
-    """Run ``sql`` through the plans, recording every statement (registered names blanked)."""
-    import re
-
-    calls: list[str] = []
-    fetch = plans._fetch
-
-    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
-        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
-        return fetch(c, q, params)
-
-    monkeypatch.setattr(plans, "_fetch", counting)
-    try:
-        return plans.run(con, sql, rng), calls
-    finally:
-        monkeypatch.setattr(plans, "_fetch", fetch)
 
 
 def test_hybrid_one_rows_pass_for_every_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,12 +6,11 @@ over many runs, all passes and across a split).  Privacy: tests/plans/test_plans
 
 from __future__ import annotations
 
-import re
-
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from plan_statements import run_recorded as _statements
 from test_plans import EXTREME, _group, _one_thread, _Replay
 
 from dpsql import plans
@@ -82,21 +81,6 @@ def test_iqr_read_as_rows_is_the_list_route(trial: int, floor_sample: bool, monk
                    params, Rng.seeded(trial))
     assert np.array_equal(got, want, equal_nan=True)
 
-
-def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection, sql: str, rng: Rng
-                ) -> tuple[pa.Table, list[str]]:
-    calls: list[str] = []
-    fetch = plans._fetch
-
-    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
-        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
-        return fetch(c, q, params)
-
-    monkeypatch.setattr(plans, "_fetch", counting)
-    try:
-        return plans.run(con, sql, rng), calls
-    finally:
-        monkeypatch.setattr(plans, "_fetch", fetch)
 
 
 def test_iqr_passes(monkeypatch: pytest.MonkeyPatch) -> None:

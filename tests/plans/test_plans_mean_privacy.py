@@ -15,13 +15,13 @@ unless SMALL_ROWS is set (tests/plans/conftest.py).
 
 from __future__ import annotations
 
-import re
 import zlib
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from plan_statements import run_recorded
 
 from dpsql import plans
 from dpsql.core import scalefree, summary
@@ -120,21 +120,9 @@ EXTREME = [1e300, -1e300, np.inf, -np.inf, 0.0, -0.0, 2.0**70, 3.0, 5e-324, 2.0*
 
 
 def _statements(monkeypatch: pytest.MonkeyPatch, g: np.ndarray, x: np.ndarray, sql: str) -> list[str]:
-    calls: list[str] = []
-    fetch = plans._fetch
-
-    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
-        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
-        return fetch(c, q, params)
-
     con = duckdb.connect(config={"threads": 1})
     con.register("t", pa.table({"g": g, "x": x}))
-    monkeypatch.setattr(plans, "_fetch", counting)
-    try:
-        plans.run(con, sql, Rng.seeded(9))
-    finally:
-        monkeypatch.setattr(plans, "_fetch", fetch)
-    return calls
+    return run_recorded(monkeypatch, con, sql, Rng.seeded(9))[1]
 
 
 @pytest.mark.parametrize("small", [0.0, 500.0])

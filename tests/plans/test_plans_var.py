@@ -7,12 +7,11 @@ Privacy: tests/plans/test_plans_var_privacy.py."""
 
 from __future__ import annotations
 
-import re
-
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from plan_statements import run_recorded as _statements
 
 from dpsql import plans
 from dpsql.core import asymmetric as A
@@ -115,21 +114,6 @@ def test_anchor_lies_in_the_core() -> None:
 
 # --------------------------------------------------------------------------- the compiled query
 
-
-def _statements(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection, sql: str, rng: Rng
-                ) -> tuple[pa.Table, list[str]]:
-    calls: list[str] = []
-    fetch = plans._fetch
-
-    def counting(c: duckdb.DuckDBPyConnection, q: str, params: dict | None = None) -> pa.Table:
-        calls.append(re.sub(r"_dpsql_plan_\w+?\d+", "_", q))
-        return fetch(c, q, params)
-
-    monkeypatch.setattr(plans, "_fetch", counting)
-    try:
-        return plans.run(con, sql, rng), calls
-    finally:
-        monkeypatch.setattr(plans, "_fetch", fetch)
 
 
 def _list_route(lists: list[np.ndarray], eps: float, seed: int) -> np.ndarray:
