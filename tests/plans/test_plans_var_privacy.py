@@ -17,24 +17,13 @@ from __future__ import annotations
 
 import zlib
 
-import duckdb
-import pyarrow as pa
 import pytest
+from plan_privacy import EXTRA, releases
 
 from dpsql import plans
 from dpsql.core import summary_var
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
-from dpsql.noise import Rng
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
-
-RUNS = 300
-_INT_BASE = [int(round(v)) for v in EXTREME_NEIGHBOURS["one_at_+1e300"][0]]
-_DOUBLED = [float(10**k) for k in range(-10, 10)] * 2
-EXTRA = {
-    "bigint_max_column": ("BIGINT", _INT_BASE, _INT_BASE + [2**63 - 1]),
-    "hugeint_min_column": ("HUGEINT", _INT_BASE, _INT_BASE + [-(2**127)]),
-    "doubled_values": ("DOUBLE", _DOUBLED, _DOUBLED + [1.0 + 2.0**-20]),
-}
 
 
 def _seed(*parts: object) -> int:
@@ -42,15 +31,9 @@ def _seed(*parts: object) -> int:
 
 
 def _releases(d: list, sqltype: str, eps: float, seed: int, fn: str) -> list:
-    rows = [None, *d]  # the NULL row keeps an empty D a group (n = 0)
-    g = [i for i in range(RUNS) for _ in rows]
-    x = [None if v is None else repr(v) for _ in range(RUNS) for v in rows]
-    con = duckdb.connect()
-    con.register("src", pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.string())}))
-    con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {sqltype}) AS x FROM src")
-    out = plans.run(con, f"SELECT g, {fn}(x, epsilon := {eps!r}) AS v FROM t GROUP BY g", Rng.seeded(seed))
-    assert out.num_rows == RUNS and not out.column("v").null_count
-    return out.column("v").to_pylist()
+    vals = releases(d, sqltype, seed, f"{fn}(x, epsilon := {eps!r})")
+    assert None not in vals
+    return vals
 
 
 def _eps(sqltype: str, d: list, d2: list, eps: float, seed: int, fn: str = "dp_var") -> float:
