@@ -177,6 +177,8 @@ class Plan:
     keys: tuple[str, ...]
     columns: tuple[tuple[str, int, str], ...]
     calls: tuple[Call, ...]
+    #: the query's text draws (:func:`volatile`): :func:`run` materializes its input by default
+    draws: bool = False
 
 
 def _literal_number(node: exp.Expression) -> float | None:
@@ -270,7 +272,7 @@ def compile_query(sql: str) -> Plan | None:
     body.set("expressions", [exp.Star()])
     body.set("group", None)
     source = body.sql("duckdb")[len("SELECT * "):]
-    return Plan(source, tuple(keys), tuple(columns), tuple(calls))
+    return Plan(source, tuple(keys), tuple(columns), tuple(calls), _draws(tree))
 
 
 # --------------------------------------------------------------------------- SQL of the passes
@@ -983,6 +985,10 @@ def volatile(sql: str) -> bool:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except sqlglot.errors.ParseError:
         return True
+    return _draws(tree)
+
+
+def _draws(tree: exp.Expression) -> bool:
     for node in tree.walk():
         if isinstance(node, (exp.Rand, exp.Uuid, exp.TableSample)):
             return True
@@ -1008,7 +1014,7 @@ def run(con: duckdb.DuckDBPyConnection, sql: str | Plan, rng: Rng | None = None,
     if plan is None or (isinstance(sql, str) and not _types_ok(con, plan)):
         return _fetch(con, sql)
     if materialize is None:
-        materialize = isinstance(sql, str) and volatile(sql)
+        materialize = isinstance(sql, str) and plan.draws
     if materialize:
         with materialized(con, plan) as local:
             return run(con, local, rng)
