@@ -33,7 +33,8 @@ summary is the exact statistic the list route's mechanism reads (the floor's mat
 median: :mod:`dpsql.core.summary`), so the add/remove argument is scalefree's; which passes run is a function of
 released counts (the classes, the split, the ladders), never of the rows.  Passes per route class of groups:
 the floor's (as the median's), 3 bucket + 1 tail pass for the centre (or the median), one radius histogram,
-3 bucket + 1 tail pass for the cap over d, one clipped-sum pass.
+3 bucket + 1 tail pass for the cap over d (a source may count the cap's first bucket pass in the radius
+histogram's scan: ``first`` of :meth:`MeanSource.radius_histogram`), one clipped-sum pass.
 
 Nothing is left unsummarised: every step reads counts or exact integer sums.  The EM over d is core.summary's
 window EM on the NEAR measure (``decay = NEAR``: :func:`dpsql.core.summary.true_codes` maps raw cells to NEAR codes;
@@ -96,10 +97,13 @@ RADIUS_QUERIES = 2 * K_RADIUS
 class MeanSource(Source, Protocol):
     """A :class:`~dpsql.core.summary.Source` with the summaries the mean and the sum read besides."""
 
-    def radius_histogram(self, groups: np.ndarray, c: np.ndarray, s0: np.ndarray
+    def radius_histogram(self, groups: np.ndarray, c: np.ndarray, s0: np.ndarray, first: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per group of ``groups`` (``c``, ``s0`` one per group): the histogram of :func:`inside_index` over its
-        rows, as (index into ``groups``, k, count)."""
+        rows, as (index into ``groups``, k, count).  ``first``: the shift per group of the first bucket pass
+        that the cap's window EM will ask of :meth:`derived` on the same groups and ``c`` (a function of the
+        released counts); a source may count that pass's rows in this pass's scan and answer it from them
+        (the same counts, no draw between: it changes which scan counts them, never what is counted)."""
 
     def derived(self, groups: np.ndarray, c: np.ndarray) -> Source:
         """A Source whose group i holds ``|x - c[i]|`` (float64, as numpy computes it) for the rows x of
@@ -133,7 +137,7 @@ def inside_index(v: np.ndarray, c: np.ndarray, s0: np.ndarray) -> np.ndarray:
 class MeanBatchSource(BatchSource):
     """:class:`~dpsql.core.summary.BatchSource` with the mean's summaries: the reference for the SQL passes."""
 
-    def radius_histogram(self, groups, c, s0):  # noqa: ANN001, ANN201, D102
+    def radius_histogram(self, groups, c, s0, first=None):  # noqa: ANN001, ANN201, D102
         sub = self._sub(groups)
         g = sub.group_ids
         return self._count(g, inside_index(sub.values, c[g], s0[g]))
@@ -229,13 +233,14 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
     eps_scan = SCAN * eps_r
-    r = _radius(src.radius_histogram(idx, c, s0), n, s0, eps_scan, rng)
+    eps_cap = (1.0 - SCAN) * eps_r
+    cap_shifts = _shifts(nh, 1.0, eps_cap)  # the cap's passes (released counts only): its first may share the scan
+    r = _radius(src.radius_histogram(idx, c, s0, cap_shifts[:, 0]), n, s0, eps_scan, rng)
     with np.errstate(divide="ignore"):
         ec = np.maximum(e, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
     ec = np.clip(ec, E_MIN, E_TOP - 1)
-    eps_cap = (1.0 - SCAN) * eps_r
     local = np.arange(idx.size, dtype=np.int64)
-    k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, _shifts(nh, 1.0, eps_cap), NEAR)
+    k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, cap_shifts, NEAR)
     cap = decode(k, ec, np.zeros(idx.size), NEAR)
     capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
     cut = (cap <= 0.0) | (r > CAP_TRUST * cap)

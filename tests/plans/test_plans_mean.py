@@ -98,6 +98,41 @@ def test_derived_source_is_the_reference(trial: int) -> None:
     assert np.array_equal(d.rank_counts(local, e, which, thr), dref.rank_counts(local, e, which, thr))
 
 
+@pytest.mark.parametrize("trial", range(10))
+def test_radius_pass_counts_the_caps_first_bucket_pass(trial: int) -> None:
+    """radius_histogram with ``first`` (the cap's first shift per group): the same radius histogram, and the
+    derived source of the same groups and c answers its first bucket pass from that scan (no pass of its own) with
+    the reference's counts; another c, or another shift, runs the pass."""
+    r = np.random.default_rng(500 + trial)
+    g, x = _table(r)
+    src, _, lists, _ = _sources(g, x, Rng.seeded(trial))
+    ref = summary_mean.MeanBatchSource(Batch.from_lists(lists))
+    G = len(lists)
+    sub = np.flatnonzero(r.random(G) < 0.7)
+    if not sub.size:
+        sub = np.arange(G)
+    local = np.arange(sub.size)
+    for rep in range(3):
+        c = np.clip(r.choice([0.0, -0.0, 1.0, -2.5, 1e300, -1e300, 5e-324, 2.0**1000], sub.size), -2.0**1000,
+                    2.0**1000)
+        s0 = np.ldexp(1.0, r.integers(-1000, 60, sub.size))
+        first = r.integers(0, 37, sub.size) if rep else np.full(sub.size, int(r.integers(0, 37)))
+        got, want = src.radius_histogram(sub, c, s0, first), ref.radius_histogram(sub, c, s0, first)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b)
+        e = r.integers(-1074, 1000, sub.size)
+        before = src.passes
+        d = src.derived(sub, c)
+        for a, b in zip(d.bucket_histogram(local, e, first, None, None, None),
+                        ref.derived(sub, c).bucket_histogram(local, e, first, None, None, None), strict=True):
+            assert np.array_equal(a, b)
+        assert src.passes == before  # counted in the radius pass
+        src.radius_histogram(sub, c, s0, first)
+        other = src.derived(sub, c * 0.5 + 1.0)  # another c (none is 2)
+        other.bucket_histogram(local, e, first, None, None, None)
+        assert src.passes == before + 2  # the radius pass and the other c's own first pass
+
+
 @pytest.mark.parametrize("kind", ["mean", "sum"])
 @pytest.mark.parametrize("trial", range(12))
 def test_same_releases_as_the_reference_on_the_same_matching(trial: int, kind: str, floor_sample: bool) -> None:
