@@ -535,13 +535,13 @@ class DuckSource:
 
     @staticmethod
     def _exm(rows: str, pb: str) -> str:
-        """``rows`` (with ``v``) plus sign ``_neg``, floor exponent ``_ex`` and top mantissa bits ``_m`` at scale
-        ``pb`` (:func:`dpsql.core.summary.first_buckets`' inputs: no floor needed)."""
+        """``rows`` (with ``v``) plus sign ``_neg``, floor exponent ``_ex``, ``_pw = 2**_ex`` and top mantissa bits
+        ``_m`` at scale ``pb`` (:func:`dpsql.core.summary.first_buckets`' inputs: no floor needed)."""
         inner = f"SELECT *, v < 0 AS _neg, abs(v) AS _a, log2(greatest(abs(v), {_TINY})) AS _l FROM ({rows})"
         ex = (f"SELECT *, CASE WHEN _a = 0 THEN {core_summary.ZERO_EXPONENT} ELSE {_floor_log2('_a', '_l')} "
               f"END AS _ex FROM ({inner})")
-        return (f"SELECT *, CASE WHEN _a = 0 THEN 0 ELSE CAST(floor((_a / pow(2.0, _ex) - 1.0) * {pb}) AS BIGINT) "
-                f"END AS _m FROM ({ex})")
+        return (f"SELECT *, CASE WHEN _a = 0 THEN 0 ELSE CAST(floor((_a / _pw - 1.0) * {pb}) AS BIGINT) END AS _m "
+                f"FROM (SELECT *, pow(2.0, _ex) AS _pw FROM ({ex}))")
 
     def _gap_subsampled(self, groups: np.ndarray, rng: Rng, first: np.ndarray | None, rate: float
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -806,10 +806,18 @@ class MeanDuckSource(DuckSource):
       ``x < |d| / 2`` leaves it outside (then ``c + x`` lies below the midpoint of c and v, which is at least half a
       spacing of v below v, so it cannot round to v; the same below c).  Consecutive ladder steps of the same parity
       differ by exactly 2, so the first inside index is one of ``k0 - 2, k0 - 1, k0`` with ``k0`` the first index at
-      which ``x_k >= |d|``; the pass estimates ``k0`` as ``ceil(2 (log2 |fl(v - c)| - e0)) + 2`` (off by at most one:
-      the subtraction's relative error 2**-53 and log2's few ulps move the argument of ceil by < 1e-11) and tests the
-      predicate exactly on the WIDTH = 5 indices ``k0' - 3 .. k0' + 1``: the first true one is the row's index.  A row
-      whose window does not bracket the change (never, by the argument; counted as a bug guard) fails the pass.
+      which ``x_k >= |d|``, i.e. ``k0 = ceil(2 (log2 |d| - e0)) + 2``.  The pass estimates it from the exact floor
+      exponent ``ex`` of ``a = fl(|v - c|)`` and ``2**ex`` (:meth:`DuckSource._exm`, the same per-row values the cap's
+      first bucket counts): ``k0' = 2 (ex - e0) + h + 3`` with ``h = [a >= fl(2**ex sqrt 2)]``.  Off by at most one:
+      ``ceil(2 (log2 a - e0))`` is ``2 (ex - e0) + 1 + [log2 a > ex + 1/2]``, except ``2 (ex - e0)`` when a is a power
+      of two; h errs only within an ulp of ``2**(ex + 1/2)``; and a's relative error 2**-53 moves ``2 log2`` by < 1e-15,
+      which changes the ceil only where a lies that close to ``2**ex`` or ``2**(ex + 1/2)`` (a power of two just above
+      the real |d|: ``k0' = k0 + 1``; near the sqrt 2 point the two errors are at the same integer, each moving k0' by
+      one towards it).  Then ``P = 2**(e0 + (k_a - 2) // 2)`` is ``2**(ex - 1) = 2**ex / 2`` unless k_a was clamped
+      (no second pow per row).  The pass tests the predicate exactly on the WIDTH = 5 indices ``k0' - 3 .. k0' + 1``:
+      the first true one is the row's index.  A row whose window does not bracket the change (never, by the argument;
+      counted as a bug guard) fails the pass.  (Before: ``k0' = ceil(2 (log2 a - e0)) + 2`` from log2 and a pow
+      for P: 10**7 rows, 0.61 s for the fused pass below, now 0.54 s.)
       One side of the range decides: for v > c, ``v >= fl(c - x)`` always holds (x >= 0 gives ``c - x <= c``, and
       rounding is monotone, so ``fl(c - x) <= c < v``; x = inf gives -inf), so inside is ``v <= fl(c + x)``; for
       v < c likewise inside is ``v >= fl(c - x)``, i.e. ``-v <= fl(-c + x)`` (round to nearest even is odd:
@@ -850,23 +858,28 @@ class MeanDuckSource(DuckSource):
         # v: |_v - _c|, the derived source's value (its first bucket pass's input, :meth:`_exm`); _l = log2(v)
         rows = (f"SELECT *, abs(_v - _c) AS v FROM (SELECT p._g AS _g{carry}, {_VC} AS _v FROM {src} "
                 f"WHERE {_VALID})")
-        rows = self._exm(rows, pb) if fuse else f"SELECT *, log2(greatest(v, {_TINY})) AS _l FROM ({rows})"
-        # v = c: index 1 (x_1 = 0); else k0' = ceil(2 (log2 |v - c| - e0)) + 2 and the window from k_a.  One side
-        # of the range decides (class docstring): _w <= _cs + x is v <= c + x above c and v >= c - x below it
-        ka = f"greatest(2, least({Q}, CAST(ceil(2.0::DOUBLE * (_l - _e0)) AS BIGINT) + 2) - 3)"
-        side = (f"SELECT *, {ka} AS _ka, CASE WHEN _v > _c THEN _v ELSE -_v END AS _w, "
-                f"CASE WHEN _v > _c THEN _c ELSE -_c END AS _cs FROM ({rows})")
-        # (_ra, _rb: _x_at's A and B; DuckDB's names ignore case, and _exm's rows have _a)
+        rows = self._exm(rows, pb if fuse else "1.0")  # _ex = floor(log2 v) exactly, _pw = 2**_ex
+        # v = c: index 1 (x_1 = 0); else k0' = 2 (_ex - e0) + _h + 3 (_h: v at or above 2**_ex sqrt 2) and the window
+        # from k_a (class docstring).  One side of the range decides: _w <= _cs + x is v <= c + x above c and
+        # v >= c - x below it
+        k0 = "(2 * (_ex - _e0) + (_a >= _pw * sqrt(2.0))::BIGINT + 3)"
+        side = (f"SELECT *, greatest(2, least({Q}, _k0) - 3) AS _ka, _sg * _v AS _w, _sg * _c AS _cs FROM "
+                f"(SELECT *, {k0} AS _k0, CAST(sign(_v - _c) AS DOUBLE) AS _sg FROM ({rows}))")
+        # P = 2**(e0 + (k_a - 2) // 2): 2**(_ex - 1) = _pw / 2 (exact, or the same rounding below 2**-1074) unless
+        # k_a was clamped.  (_ra, _rb: _x_at's A and B; DuckDB's names ignore case, and _exm's rows have _a)
+        pw = "CASE WHEN _ka = _k0 - 3 THEN _pw * 0.5 ELSE pow(2.0, _e0 + (_ka - 2) // 2) END"
         base = (f"SELECT *, CASE WHEN _par = 0 THEN _P ELSE _P * sqrt(2.0) END AS _ra, CASE WHEN _par = 0 THEN "
-                f"_P * sqrt(2.0) ELSE _P * 2.0 END AS _rb FROM (SELECT *, pow(2.0, _e0 + (_ka - 2) // 2) AS _P, "
+                f"_P * sqrt(2.0) ELSE _P * 2.0 END AS _rb FROM (SELECT *, {pw} AS _P, "
                 f"(_ka - 2) % 2 AS _par FROM ({side}))")
         outside = ", ".join(f"_w > _cs + {_x_at(t)} AS _o{t}" for t in range(WIDTH))
         # the first index inside is _ka + (number of window indices outside): the predicate is monotone in k
         k = " + ".join(["_ka"] + [f"_o{t}::BIGINT" for t in range(WIDTH - 1)])
-        # the bug guard: the window's first index inside (and above 2), or its last outside
-        bad = f"(_v <> _c AND ((NOT _o0 AND _ka > 2) OR _o{WIDTH - 1}))"
+        # the bug guard: the window's first index inside (and above 2), or its last outside.  v = c (exactly when
+        # v = fl(v - c) = 0: _ex is ZERO_EXPONENT, so _ka = 2, and _sg = 0 makes every flag false): k = 2 - 1 = 1,
+        # and the guard holds
+        bad = f"((NOT _o0 AND _ka > 2) OR _o{WIDTH - 1})"
         more = ", _ex, _m" if fuse else ""
-        flags = (f"SELECT _g, CASE WHEN _v = _c THEN 1 ELSE least({Q}, {k}) END AS k, {bad} AS _bad{more} "
+        flags = (f"SELECT _g, least({Q}, {k}) - (_v = _c)::BIGINT AS k, {bad} AS _bad{more} "
                  f"FROM (SELECT *, {outside} FROM ({base}))")
         if not fuse:
             t = self._run(f"SELECT _g, k, count(*) AS c, count_if(_bad) AS bad FROM ({flags}) GROUP BY ALL "

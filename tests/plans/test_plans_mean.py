@@ -98,6 +98,43 @@ def test_derived_source_is_the_reference(trial: int) -> None:
     assert np.array_equal(d.rank_counts(local, e, which, thr), dref.rank_counts(local, e, which, thr))
 
 
+@pytest.mark.parametrize("trial", range(12))
+def test_radius_histogram_on_the_ladders_edges(trial: int) -> None:
+    """Rows on and next to the range ends ``c -+ x_k`` (and to powers of two and their sqrt 2 multiples around c,
+    where the window's estimate of k0 may be off by one), c itself and extremes: the pass's exact one-sided
+    comparisons, with and without the cap's first shift, give the reference's histogram (and never trip the
+    guard)."""
+    from dpsql.core.ranges import _step
+
+    r = np.random.default_rng(700 + trial)
+    G = int(r.integers(1, 4))
+    c = np.clip(r.choice([0.0, -0.0, 1.0, -3.0, 1e-300, 5e-324, 1e300, -2.0**1000, 7.5], G), -2.0**1000, 2.0**1000)
+    s0 = np.ldexp(1.0, r.integers(-1000, 40, G))
+    lists = []
+    for g in range(G):
+        k = r.integers(2, summary_mean.RADIUS_QUERIES + 1, 60)
+        with np.errstate(over="ignore"):
+            x = _step(np.full(k.size, s0[g]), k - 2, True)
+            ends = np.concatenate([c[g] + x, c[g] - x])
+            e = r.integers(-1074, 1000, 40)
+            pw = np.concatenate([np.ldexp(1.0, e), np.ldexp(1.0, e) * np.sqrt(2.0)])
+            near = np.concatenate([c[g] + pw, c[g] - pw])
+        v = np.concatenate([ends, near, [c[g]] * 3, EXTREME])
+        v = v[np.isfinite(v)]
+        v = np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf)])
+        lists.append(r.permutation(np.clip(v, -2.0**1000, 2.0**1000)))
+    x = np.concatenate(lists)
+    gcol = np.repeat(np.arange(G), [a.size for a in lists])
+    src, order, got_lists, _ = _sources(gcol, x, Rng.seeded(trial))
+    ref = summary_mean.MeanBatchSource(Batch.from_lists(got_lists))
+    cc, ss = c[order], s0[order]
+    idx = np.arange(G)
+    want = ref.radius_histogram(idx, cc, ss)
+    for first in (None, np.full(G, 29)):
+        for a, b in zip(src.radius_histogram(idx, cc, ss, first), want, strict=True):
+            assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("trial", range(10))
 def test_radius_pass_counts_the_caps_first_bucket_pass(trial: int) -> None:
     """radius_histogram with ``first`` (the cap's first shift per group): the same radius histogram, and the
