@@ -928,35 +928,26 @@ class MeanDuckSource(DuckSource):
 
 class _Derived(DuckSource):
     """The rows of a parent's ``groups`` (group i = groups[i]) with value ``|v - c[i]|`` (v the parent's clamped
-    value; the difference as numpy computes it, not clamped again).  Its passes count into the parent's."""
+    value; the difference as numpy computes it, not clamped again).  Its passes count into the parent's.
 
-    VALUE = "_x"
+    The passes read the parent's rows joined once with the pass's per-group parameters, c among them (``_dc``):
+    the value is an expression over the joined row, and the rows are the parent's valid ones (``|v - c|`` is
+    never NULL or NaN for a valid v and a finite c).  (A join of c per group under the parameters' join made two
+    hash joins per pass for grouped queries.)"""
+
+    VALUE = f"abs({_VC} - p._dc)"
 
     def __init__(self, parent: MeanDuckSource, groups: np.ndarray, c: np.ndarray) -> None:
         self.con, self.plan, self.rng, self.parent = parent.con, parent.plan, parent.rng, parent
         self.groups = parent.groups.take(pa.array(groups)) if parent.plan.keys else parent.groups
         self.n, self.rows = parent.n[groups], parent.rows[groups]
         self.c = c
+        self.base = parent.base
         self.passes = 0
         self._registered = []
 
     def _params(self, groups: np.ndarray, cols: dict[str, np.ndarray], base: str | None = None) -> str:
-        # the derived rows: the parent's rows joined with c per group (registered for this pass)
-        name = f"_dpsql_plan_c{next(self._ids)}"
-        keys = self.plan.keys
-        t = self.groups if keys else pa.table({})
-        t = t.append_column("_dc", pa.array(self.c)) if keys else pa.table({"_dc": pa.array(self.c)})
-        self.con.register(name, t)
-        self._registered.append(name)
-        vc, valid = _VC.replace("_x", "b._x"), _VALID.replace("_x", "b._x")
-        sel = "".join(f"b._k{i} AS _k{i}, " for i in range(len(keys)))
-        if keys:
-            on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM q._k{i}" for i in range(len(keys)))
-            join = f"JOIN {name} q ON {on}"
-        else:
-            join = f"CROSS JOIN {name} q"
-        derived = f"(SELECT {sel}abs({vc} - q._dc) AS _x FROM {self.parent.base} b {join} WHERE {valid})"
-        return super()._params(groups, cols, derived)
+        return super()._params(groups, {**cols, "_dc": self.c[groups]}, base)
 
     def _run(self, sql: str, params: dict | None = None):  # noqa: ANN202
         self.parent.passes += 1
