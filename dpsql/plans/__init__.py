@@ -317,6 +317,48 @@ def _shift_sql(shift: np.ndarray, col: str, cols: dict[str, np.ndarray]) -> str:
     return col
 
 
+#: the smallest normal double, 2**-1022
+_NORMAL = "2.2250738585072014e-308"
+#: the first bucket key's tag for subnormal values and zeros (:func:`_exm_key`): above every normal key's magnitude
+_SUB_TAG = 1 << 61
+_FRACTION = (1 << 52) - 1
+
+
+def _exm_key(v: str, sh: str) -> str:
+    """One BIGINT per row of a valid value ``v`` (no NULL, no NaN) from which :func:`_exm_decode` gets exactly
+    :meth:`DuckSource._exm`'s sign, floor exponent and top ``52 - sh`` mantissa bits (``sh``: a literal or a
+    column, 16 <= sh <= 52), read from the IEEE bits (``CAST(v AS BIT)`` is the double's 64 bits, most
+    significant first, and as a BIGINT its two's-complement reading) instead of a log2, a pow and a division per
+    row.  A normal v (|v| >= 2**-1022) gives its bits shifted right arithmetically by ``sh``: sign, biased
+    exponent ``ex + 1023`` and the top bits of the fraction ``f`` (``|v| = 2**ex (1 + f)``, ``floor(f 2**bits)``
+    is the fraction field's top ``bits`` bits).  A subnormal or zero v gives its whole fraction field M (``|v| =
+    M 2**-1074``) tagged ``+-(2**61 + M)`` (the sign of v < 0, so -0.0 counts as 0, as in ``_exm``): the decoding
+    needs every bit of M.  The hash aggregate over (group, key) then has exactly the keys of (group, sign,
+    exponent, bits).  10**7 rows, one group: ~0.14 s for the histogram against ~0.27 s through ``_exm``."""
+    bits = f"CAST(CAST({v} AS BIT) AS BIGINT)"
+    return (f"CASE WHEN abs({v}) >= {_NORMAL} THEN {bits} >> {sh} WHEN {v} < 0 THEN -{_SUB_TAG} - ({bits} & "
+            f"{_FRACTION}) ELSE {_SUB_TAG} + ({bits} & {_FRACTION}) END")
+
+
+def _exm_decode(key: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_exm_key`'s keys (``bits = 52 - sh`` per key) as ``(neg, ex, m)``: ``_exm``'s ``_neg``, ``_ex``
+    (:data:`dpsql.core.summary.ZERO_EXPONENT` for 0) and ``_m``.  Subnormal ``M 2**-1074``: ``ex = msb(M) - 1074``
+    (frexp of M, exact below 2**53) and ``m = floor((M / 2**msb - 1) 2**bits)``, the same exact float steps as
+    ``_exm``'s ``(|v| / 2**ex - 1) * 2**bits``."""
+    key, bits = np.asarray(key, dtype=np.int64), np.asarray(bits, dtype=np.int64)
+    neg = key < 0
+    sub = np.abs(key) >= _SUB_TAG
+    u = key & ((np.int64(1) << (11 + bits)) - 1)  # two's complement: the sign's copies above the fields drop
+    ex = (u >> bits) - 1023
+    m = u & ((np.int64(1) << bits) - 1)
+    big = np.abs(key[sub]) - _SUB_TAG
+    msb = np.frexp(big.astype(np.float64))[1].astype(np.int64) - 1
+    ms = np.floor((np.ldexp(big.astype(np.float64), -msb) - 1.0) * np.ldexp(1.0, bits[sub])).astype(np.int64)
+    ex[sub] = np.where(big == 0, core_summary.ZERO_EXPONENT, msb - 1074)
+    m[sub] = np.where(big == 0, 0, ms)
+    return neg, ex, m
+
+
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
     return (con.sql(sql) if params is None else con.sql(sql, params=params)).arrow().read_all()
 
@@ -463,7 +505,7 @@ class DuckSource:
 
         With ``first`` (the first bucket pass's shift per group) the same scan also counts the rows by sign,
         floor exponent and top ``RAW_BITS - first`` mantissa bits (``GROUPING SETS``: the window's rows, no
-        second scan of the source); :meth:`bucket_histogram` maps them to that pass's buckets once the floor
+        second scan of the source; one key per row from its IEEE bits, :func:`_exm_key`); :meth:`bucket_histogram` maps them to that pass's buckets once the floor
         is released (:func:`dpsql.core.summary.first_buckets`), without a pass of its own.
 
         ``rate`` < 1 (a power of two): the matching of a Poisson subsample, :meth:`_gap_subsampled`."""
@@ -473,18 +515,18 @@ class DuckSource:
         while True:
             self._registered = []
             cols: dict[str, np.ndarray] = {}
-            pb = self._first_scale(first, cols) if fuse else ""
+            sh = self._first_shift(first, cols) if fuse else ""
             carry = "".join(f", {c}" for c in cols)
             rows = f"SELECT _g, {_VC} AS v, _key{carry} FROM {self._keyed(groups, rng, cols)} WHERE {_VALID}"
             if not fuse:
                 sql = self._gap_sql(rows, groups.size > 1)
             else:
                 pairs = self._pairs_sql(rows, groups.size > 1, ", v" + carry)
-                m = self._exm(f"SELECT *, log2(greatest(_gap, {_TINY})) AS _lg FROM ({pairs})", pb)
-                sql = (f"SELECT _g, _k AS k, _neg, _ex, _m, grouping(_neg) AS _gap_set, "
+                sql = (f"SELECT _g, _k AS k, _ek, grouping(_ek) AS _gap_set, "
                        f"count(*) FILTER (WHERE _pos % 2 = 0) AS c, count(*) AS n, count(*) FILTER (WHERE _tie) AS "
                        f"ties, count(*) FILTER (WHERE _nokey) AS nokey FROM (SELECT *, CASE WHEN _pos % 2 = 0 THEN "
-                       f"{self._gap_k()} END AS _k FROM ({m})) GROUP BY GROUPING SETS ((_g, _k), (_g, _neg, _ex, _m))")
+                       f"{self._gap_k()} END AS _k, {_exm_key('v', sh)} AS _ek FROM (SELECT *, log2(greatest(_gap, "
+                       f"{_TINY})) AS _lg FROM ({pairs}))) GROUP BY GROUPING SETS ((_g, _k), (_g, _ek))")
             t = self._run(sql)
             if _np(t, "nokey").any():  # the source had more rows than counted: never a matching without keys
                 raise RuntimeError("summary plans: the source's row count changed between passes")
@@ -499,15 +541,18 @@ class DuckSource:
             bk = t.filter(pa.array(~gap_set))
             hg, hk, hc = _np(gp, "_g"), _np(gp, "k"), _np(gp, "c")
             order = np.lexsort((hk, hg))
-            self._keep_first(groups, first, bk)
+            self._keep_first(groups, first, _np(bk, "_g"), _np(bk, "_ek"), _np(bk, "n"))
             return hg[order], hk[order], hc[order]
 
-    def _keep_first(self, groups: np.ndarray, first: np.ndarray, bk: pa.Table) -> None:
-        """Keep a gap pass's (sign, floor exponent, mantissa bits) counts for the first bucket pass of its groups
-        (one part per gap pass: a class's rate classes each bring theirs)."""
+    def _keep_first(self, groups: np.ndarray, first: np.ndarray, g: np.ndarray, key: np.ndarray, n: np.ndarray
+                    ) -> None:
+        """Keep a gap pass's counts per (local group ``g``, :func:`_exm_key`) as (sign, floor exponent, mantissa
+        bits) counts for the first bucket pass of its groups (one part per gap pass: a class's rate classes each
+        bring theirs)."""
+        first = np.asarray(first, dtype=np.int64).copy()
+        neg, ex, m = _exm_decode(key, core_summary.RAW_BITS - first[g])
         parts = getattr(self, "_first_parts", [])
-        parts.append((np.array(groups, copy=True), np.asarray(first, dtype=np.int64).copy(), _np(bk, "_g"),
-                      _np(bk, "_neg", bool), _np(bk, "_ex"), _np(bk, "_m"), _np(bk, "n")))
+        parts.append((np.array(groups, copy=True), first, g, neg, ex, m, n))
         self._first_parts = parts
 
     def _take_first(self, groups: np.ndarray, shift: np.ndarray) -> tuple | None:
@@ -532,6 +577,15 @@ class DuckSource:
             return repr(float(scale[0]))
         cols["_pb"] = scale
         return "_pb"
+
+    @staticmethod
+    def _first_shift(first: np.ndarray, cols: dict[str, np.ndarray]) -> str:
+        """:func:`_exm_key`'s shift ``52 - (RAW_BITS - first)`` per group as SQL: a literal when every group has
+        the same, else the column ``_es`` (added to ``cols``)."""
+        sh = 52 - (core_summary.RAW_BITS - np.asarray(first, dtype=np.int64))
+        if np.any(sh < 16) or np.any(sh > 52):
+            raise ValueError("summary plans: the first bucket pass's shift must be in [0, RAW_BITS]")
+        return _shift_sql(sh, "_es", cols)
 
     @staticmethod
     def _exm(rows: str, pb: str) -> str:
@@ -561,8 +615,7 @@ class DuckSource:
             raise ValueError("summary plans: the floor's rate must be a power of two in [2**-63, 1/2]")
         self._registered = []
         cols: dict[str, np.ndarray] = {}
-        pb = self._first_scale(first, cols) if first is not None else ""
-        carry = "".join(f", {c}" for c in cols)
+        sh = self._first_shift(first, cols) if first is not None else ""
         kept = (f"SELECT 0 AS _tag, _g, {_VC} AS v, _key IS NULL AS _nokey FROM {self._keyed(groups, rng)} "
                 f"WHERE _key IS NULL OR (_key < {1 << (64 - k)} AND {_VALID})")
         if first is None:
@@ -570,17 +623,16 @@ class DuckSource:
         else:
             rows = f"SELECT p._g AS _g, {_VC} AS v{''.join(f', p.{c} AS {c}' for c in cols)} " \
                    f"FROM {self._params(groups, cols)} WHERE {_VALID}"
-            hist = (f"SELECT 1 AS _tag, _g, NULL::DOUBLE AS v, false AS _nokey, _neg, _ex, _m, count(*) AS n "
-                    f"FROM ({self._exm(f'SELECT _g, v{carry} FROM ({rows})', pb)}) GROUP BY _g, _neg, _ex, _m")
-            sql = (f"SELECT _tag, _g, v, _nokey, NULL::BOOLEAN AS _neg, NULL::BIGINT AS _ex, NULL::BIGINT AS _m, "
-                   f"NULL::BIGINT AS n FROM ({kept}) UNION ALL {hist}")
+            hist = (f"SELECT 1 AS _tag, _g, NULL::DOUBLE AS v, false AS _nokey, _ek, count(*) AS n "
+                    f"FROM (SELECT _g, {_exm_key('v', sh)} AS _ek FROM ({rows})) GROUP BY _g, _ek")
+            sql = f"SELECT _tag, _g, v, _nokey, NULL::BIGINT AS _ek, NULL::BIGINT AS n FROM ({kept}) UNION ALL {hist}"
         t = self._run(sql)
         if _np(t, "_nokey", bool).any():
             raise RuntimeError("summary plans: the source's row count changed between passes")
         tag = _np(t, "_tag")
         if first is not None:
             bk = t.filter(pa.array(tag == 1))
-            self._keep_first(groups, first, bk)
+            self._keep_first(groups, first, _np(bk, "_g"), _np(bk, "_ek"), _np(bk, "n"))
         sub = t.filter(pa.array(tag == 0)).select(["_g", "v"])
         while True:
             self._registered = []
