@@ -339,17 +339,20 @@ def em_target(p: float, n: np.ndarray, margin: float) -> np.ndarray:
 TAIL_BITS = 12
 
 
-def seg_search(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, side: str = "left") -> np.ndarray:
+def seg_search(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, side: str = "left",
+               g: np.ndarray | None = None) -> np.ndarray:
     """Vectorised ``searchsorted`` of ``x[i]`` inside the sorted slice ``a[lo[i]:hi[i]]``; returns absolute
     indices in ``[lo[i], hi[i]]``.  One binary search per query, all queries advanced together (about
-    log2 of the longest slice numpy passes over the queries; no per-query Python work)."""
+    log2 of the longest slice numpy passes over the queries; no per-query Python work).  ``g``: the group of
+    each query's slice, when ``a`` is a :class:`GridCodes` (its reads then skip finding the rows' groups)."""
     lo = np.array(lo, dtype=np.int64, copy=True)
     hi = np.array(hi, dtype=np.int64, copy=True)
     x = np.asarray(x)
     act = np.flatnonzero(lo < hi)
+    grid = g is not None and isinstance(a, GridCodes)
     while act.size:
         mid = (lo[act] + hi[act]) // 2
-        v = a[mid]
+        v = a.take(mid, g[act]) if grid else a[mid]
         right = (v <= x[act]) if side == "right" else (v < x[act])
         lo[act[right]] = mid[right] + 1
         hi[act[~right]] = mid[~right]
@@ -408,7 +411,8 @@ def _ranges(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _pieces(
-    c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray, w: int
+    c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray, w: int,
+    sub_off: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of ``[A[g], B[g]]`` on which ``#{c <= y + w}`` and ``#{c < y - w}`` are constant.
 
@@ -418,8 +422,13 @@ def _pieces(
     event lists are sorted; they are merged without sorting: an exit event ``u_j + w + 1`` comes after
     the entries of the codes ``<= u_j + 2w + 1`` (all earlier codes and at most 2w + 1 later ones,
     found by shifted comparisons), an entry after the exits of the codes ``< u_i - 2w - 1``.  Returns
-    (group, left end, first count, second count) of each piece, ordered by group and position.
+    (group, left end, first count, second count) of each piece, ordered by group and position.  ``w = 0``
+    builds the pieces directly (:func:`_pieces0`; ``sub_off``: the offsets of ``c``'s groups, if known).
     """
+    if w == 0:
+        if sub_off is None:
+            sub_off = np.searchsorted(cg, np.arange(G + 1))
+        return _pieces0(c, G, A, B, base, np.asarray(sub_off, dtype=np.int64))[:4]
     new = np.ones(c.size, dtype=bool)
     if c.size > 1:
         new[1:] = (c[1:] != c[:-1]) | (cg[1:] != cg[:-1])
@@ -433,9 +442,7 @@ def _pieces(
     loc = np.arange(U) - u_off[ug]
     after = np.zeros(U, dtype=np.int64)  # codes after j with u <= u_j + 2w + 1
     before = np.zeros(U, dtype=np.int64)  # codes before i with u >= u_i - 2w - 1
-    # w = 0: u_i + 1 <= u_(i+1), so entries and exits simply alternate (a tie u_i + 1 = u_(i+1) puts two
-    # events at one position, which collapse below): no shifted comparisons needed
-    for k in range(1, 2 * w + 2 if w else 1):
+    for k in range(1, 2 * w + 2):
         if k >= U:
             break
         same = ug[k:] == ug[:-k]
@@ -468,6 +475,61 @@ def _pieces(
     F = base[pg] + n_in[last] - prev_in[pg]
     Gc = base[pg] + n_out[last] - prev_out[pg]
     return pg, ev_p[last], F, Gc
+
+
+def _pieces0(
+    c: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray, sub_off: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pieces` for ``w = 0``, and the number of pieces of each group.
+
+    A distinct code u (rows ``rs .. end - 1`` of ``c``) enters the first count at ``y = u`` and the second at
+    ``u + 1``, so entries and exits alternate and each piece is known from u alone: the entry's piece
+    ``[u, ..]`` (counts ``end``, ``rs``, as ranks in the group) exists when ``A <= u <= B`` (u = A - 1 enters
+    and leaves at A), the exit's ``[u + 1, ..]`` (counts ``end``, ``end``) when ``u + 1 <= B`` and the next
+    code of the group is not ``u + 1`` (then that code's entry starts the piece).  Each group's codes get a
+    virtual code ``A - 1`` of multiplicity 0 in front: its exit's piece is the group's first piece ``[A, ..]``
+    (counts 0, 0; none when a code A starts there), and it joins a real code A - 1's run.  The same pieces as
+    the event merge, with no sort and no event arrays.  Counts are int32 when they fit."""
+    heads = sub_off[:-1]
+    c = np.insert(c, heads, A - 1)
+    heads = heads + np.arange(G)  # the virtual codes' rows
+    N = c.size
+    new = np.empty(N, dtype=bool)
+    new[:1] = True
+    np.not_equal(c[1:], c[:-1], out=new[1:])
+    new[heads] = True
+    rs = np.flatnonzero(new)
+    U = rs.size
+    u = c[new]
+    u_off = np.searchsorted(rs, heads)  # every group has a run (its virtual code)
+    nu = np.diff(np.append(u_off, U))
+    it = np.int32 if N + int(np.max(base, initial=0)) < 2**31 else np.int64
+    d = np.repeat((heads + 1 - base).astype(it), nu)  # a row's position in c minus d: its rank in the group
+    end = np.empty(U, dtype=it)
+    end[:-1] = rs[1:]
+    end[U - 1:] = N
+    Bu = np.repeat(B, nu)
+    keep = np.empty((U, 2), dtype=bool)  # per code: its entry's piece, its exit's piece
+    kx, ky = keep[:, 0], keep[:, 1]
+    np.greater_equal(u, np.repeat(A, nu), out=kx)
+    kx &= u <= Bu
+    up = u + 1
+    np.less_equal(up, Bu, out=ky)
+    adj = u[1:] == up[:-1]  # the exit at u + 1 is the next code's entry (same group): that entry's piece
+    adj[u_off[1:] - 1] = False
+    ky[:-1] &= ~adj
+    kr = keep.ravel()
+    npieces = np.add.reduceat(kx.view(np.uint8) + ky.view(np.uint8), u_off, dtype=np.int64) if G else u_off
+    left2 = np.empty((U, 2), dtype=np.int64)
+    left2[:, 0] = u
+    left2[:, 1] = up
+    F2 = np.empty((U, 2), dtype=it)
+    np.subtract(end, d, out=F2[:, 0])
+    F2[:, 1] = F2[:, 0]
+    G2 = np.empty((U, 2), dtype=it)
+    np.subtract(rs, d, out=G2[:, 0], casting="unsafe")
+    G2[:, 1] = F2[:, 0]
+    return np.repeat(np.arange(G), npieces), left2.ravel()[kr], F2.ravel()[kr], G2.ravel()[kr], npieces
 
 
 def rank_em(
@@ -524,8 +586,8 @@ def rank_em(
         if tail.size:
             tg = todo[tail]
             yt = y[tail]
-            f_le = seg_search(codes, start[tg], stop[tg], yt + w, "right") - start[tg]
-            g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left") - start[tg]
+            f_le = seg_search(codes, start[tg], stop[tg], yt + w, "right", tg) - start[tg]
+            g_lt = seg_search(codes, start[tg], stop[tg], yt - w, "left", tg) - start[tg]
             lt = np.maximum(0.0, np.maximum(t[tg] - f_le, g_lt - t[tg]))
             env = np.where(is_lo[tail], win.L_lo[tg], win.L_hi[tg])
             # accept with probability exp(-eps (l - L) / 2): E ~ Exp(1) (tail-exact) exceeds eps (l - L) / 2;
@@ -595,36 +657,57 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     L_lo = t - (i_lo - 1)
     L_hi = i_hi - t
     # the codes that can move the loss inside [A, B]: c in [A - w - 1, B + w]; all below count as base
-    p0 = seg_search(codes, start, stop, A - w - 1, "left")
-    p1 = seg_search(codes, p0, stop, B + w, "right")
+    groups = np.arange(G)
+    p0 = seg_search(codes, start, stop, A - w - 1, "left", groups)
+    p1 = seg_search(codes, p0, stop, B + w, "right", groups)
     base = p0 - start
     idx, sub_off = _ranges(p0, p1)
-    cg = np.repeat(np.arange(G), np.diff(sub_off))
+    cg = np.repeat(groups, np.diff(sub_off))
     c = codes.take(idx, cg) if isinstance(codes, GridCodes) else codes[idx]
-    pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
-    nxt_same = np.append(pg[1:] == pg[:-1], False)
-    right = np.where(nxt_same, np.roll(left, -1) - 1, B[pg])
-    loss = np.maximum(0.0, np.maximum(t[pg] - F, Gc - t[pg]))
-    lw_piece = np.log((right - left + 1).astype(np.float64)) - half * loss
+    if w == 0:
+        pg, left, F, Gc, npieces = _pieces0(c, G, A, B, base, sub_off)
+    else:
+        pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
+        npieces = np.bincount(pg, minlength=G)
+    # a piece ends where the next one of its group starts, the group's last at B
+    right = np.empty_like(left)
+    right[:-1] = left[1:]
+    right -= 1
+    last = np.cumsum(npieces) - 1
+    right[last[npieces > 0]] = B[npieces > 0]
+    tp = np.repeat(t, npieces)
+    loss = np.subtract(tp, F)
+    np.maximum(loss, np.subtract(Gc, tp, out=tp), out=loss)
+    np.maximum(0.0, loss, out=loss)
+    loss *= half
+    length = right - left
+    length += 1
+    lw_piece = np.log(length.astype(np.float64))
+    lw_piece -= loss  # log(length) - half * loss
     # candidates per group: lower tail, pieces, upper tail
-    npieces = np.bincount(pg, minlength=G)
     cand_off = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(npieces + 2, out=cand_off[1:])
     lw = np.empty(int(cand_off[-1]))
+    is_piece = np.ones(lw.size, dtype=bool)
+    is_piece[cand_off[:-1]] = False
+    is_piece[cand_off[1:] - 1] = False
+    lw[is_piece] = lw_piece
     lw[cand_off[:-1]] = np.where(has_lo, np.log(np.maximum(A, 1).astype(np.float64)) - half * L_lo, -np.inf)
     lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(K - B, 1).astype(np.float64)) - half * L_hi, -np.inf)
-    piece_pos = np.arange(pg.size) + 2 * pg + 1
-    lw[piece_pos] = lw_piece
     return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right)
 
 
 def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One round of :func:`rank_em`'s sampler for the groups ``todo``: Gumbel-max over their candidates, then a
     uniform integer inside the pick.  Returns (y, picked the lower tail, picked a piece); a tail's y still needs
-    the acceptance test."""
+    the acceptance test.  ``todo``: distinct groups in ascending order (all of them: the candidates are read in
+    place)."""
     cand_off, npieces, pg, left, right = win.cand_off, win.npieces, win.pg, win.left, win.right
-    sidx, soff = _ranges(cand_off[todo], cand_off[todo + 1])
-    pick = sidx[exponential_mechanism(win.lw[sidx], soff, rng)]
+    if todo.size == npieces.size:  # every group (todo ascends): all candidates, in place
+        pick = exponential_mechanism(win.lw, cand_off, rng)
+    else:
+        sidx, soff = _ranges(cand_off[todo], cand_off[todo + 1])
+        pick = sidx[exponential_mechanism(win.lw[sidx], soff, rng)]
     local = pick - cand_off[todo]
     is_lo = local == 0
     is_hi = local == npieces[todo] + 1
