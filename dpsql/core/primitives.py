@@ -428,7 +428,8 @@ def _pieces(
     if w == 0:
         if sub_off is None:
             sub_off = np.searchsorted(cg, np.arange(G + 1))
-        return _pieces0(c, G, A, B, base, np.asarray(sub_off, dtype=np.int64))[:4]
+        left, F, Gc, npieces = _pieces0(c, G, A, B, base, np.asarray(sub_off, dtype=np.int64))
+        return np.repeat(np.arange(G), npieces), left, F, Gc
     new = np.ones(c.size, dtype=bool)
     if c.size > 1:
         new[1:] = (c[1:] != c[:-1]) | (cg[1:] != cg[:-1])
@@ -479,8 +480,8 @@ def _pieces(
 
 def _pieces0(
     c: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray, sub_off: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_pieces` for ``w = 0``, and the number of pieces of each group.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pieces` for ``w = 0`` without the groups of the pieces: (left end, counts, counts, pieces per group).
 
     A distinct code u (rows ``rs .. end - 1`` of ``c``) enters the first count at ``y = u`` and the second at
     ``u + 1``, so entries and exits alternate and each piece is known from u alone: the entry's piece
@@ -529,7 +530,7 @@ def _pieces0(
     G2 = np.empty((U, 2), dtype=it)
     np.subtract(rs, d, out=G2[:, 0], casting="unsafe")
     G2[:, 1] = F2[:, 0]
-    return np.repeat(np.arange(G), npieces), left2.ravel()[kr], F2.ravel()[kr], G2.ravel()[kr], npieces
+    return left2.ravel()[kr], F2.ravel()[kr], G2.ravel()[kr], npieces
 
 
 def rank_em(
@@ -625,6 +626,46 @@ class RankWindow(NamedTuple):
     right: np.ndarray
 
 
+#: codes per chunk of groups in :func:`rank_window`
+WINDOW_CHUNK = 2**15
+
+
+def _group_chunks(off: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``[g0, g1)`` of the groups of ``off`` holding about ``n`` entries each (a larger group
+    alone)."""
+    G = off.size - 1
+    cut = np.searchsorted(off, np.arange(n, int(off[-1]), n), side="right") - 1
+    cuts = np.unique(np.concatenate([[0], np.clip(cut, 0, G), [G]]))
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+def _window_pieces(c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray,
+                   sub_off: np.ndarray, w: int, t: np.ndarray, half: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`rank_window`'s pieces of some groups: (left end, right end, log-weight, pieces per group)."""
+    if w == 0:
+        left, F, Gc, npieces = _pieces0(c, G, A, B, base, sub_off)
+    else:
+        pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
+        npieces = np.bincount(pg, minlength=G)
+    # a piece ends where the next one of its group starts, the group's last at B
+    right = np.empty_like(left)
+    right[:-1] = left[1:]
+    right -= 1
+    last = np.cumsum(npieces) - 1
+    right[last[npieces > 0]] = B[npieces > 0]
+    tp = np.repeat(t, npieces)
+    loss = np.subtract(tp, F)
+    np.maximum(loss, np.subtract(Gc, tp, out=tp), out=loss)
+    np.maximum(0.0, loss, out=loss)
+    loss *= half
+    length = right - left
+    length += 1
+    lw_piece = np.log(length.astype(np.float64))
+    lw_piece -= loss  # log(length) - half * loss
+    return left, right, lw_piece, npieces
+
+
 def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: np.ndarray, window: int,
                 epsilon: float, reach: int | None = None) -> RankWindow:
     """:func:`rank_em`'s candidates (its docstring): reads the codes at ranks ``floor(t) - W`` and ``ceil(t) +
@@ -662,28 +703,21 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     p1 = seg_search(codes, p0, stop, B + w, "right", groups)
     base = p0 - start
     idx, sub_off = _ranges(p0, p1)
-    cg = np.repeat(groups, np.diff(sub_off))
-    c = codes.take(idx, cg) if isinstance(codes, GridCodes) else codes[idx]
-    if w == 0:
-        pg, left, F, Gc, npieces = _pieces0(c, G, A, B, base, sub_off)
-    else:
-        pg, left, F, Gc = _pieces(c, cg, G, A, B, base, w)
-        npieces = np.bincount(pg, minlength=G)
-    # a piece ends where the next one of its group starts, the group's last at B
-    right = np.empty_like(left)
-    right[:-1] = left[1:]
-    right -= 1
-    last = np.cumsum(npieces) - 1
-    right[last[npieces > 0]] = B[npieces > 0]
-    tp = np.repeat(t, npieces)
-    loss = np.subtract(tp, F)
-    np.maximum(loss, np.subtract(Gc, tp, out=tp), out=loss)
-    np.maximum(0.0, loss, out=loss)
-    loss *= half
-    length = right - left
-    length += 1
-    lw_piece = np.log(length.astype(np.float64))
-    lw_piece -= loss  # log(length) - half * loss
+    # the pieces group by group in chunks of about WINDOW_CHUNK codes: the same arrays, but the temporaries stay
+    # small (cache, allocator); measured on dp_mean's 42 calls at 1e7 rows / 10^4 groups: rank_em 1.43-1.45 s in
+    # one pass, 1.23-1.36 s in chunks of 2**15 codes, 1.25 s of 2**16
+    parts = []
+    for g0, g1 in _group_chunks(sub_off, WINDOW_CHUNK):
+        so = sub_off[g0:g1 + 1]
+        ii = idx[so[0]:so[-1]]
+        cg = np.repeat(groups[g0:g1], np.diff(so))
+        c = codes.take(ii, cg) if isinstance(codes, GridCodes) else codes[ii]
+        parts.append(_window_pieces(c, cg - g0 if w else cg, g1 - g0, A[g0:g1], B[g0:g1], base[g0:g1], so - so[0], w,
+                                    t[g0:g1], half))
+    left, right, lw_piece = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, dtype=dt)
+                             for i, dt in ((0, np.int64), (1, np.int64), (2, np.float64)))
+    npieces = np.concatenate([q[3] for q in parts]) if parts else np.zeros(0, dtype=np.int64)
+    pg = np.repeat(groups, npieces)
     # candidates per group: lower tail, pieces, upper tail
     cand_off = np.zeros(G + 1, dtype=np.int64)
     np.cumsum(npieces + 2, out=cand_off[1:])
