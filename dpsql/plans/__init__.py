@@ -363,6 +363,43 @@ def _exm_decode(key: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return neg, ex, m
 
 
+def _literal(v: np.ndarray) -> str:
+    """The first entry of a one-group parameter column as an exact SQL literal of the column's type: a DOUBLE
+    from its shortest round-trip text (``CAST('<repr>' AS DOUBLE)``: DuckDB's string to double is correctly
+    rounded, so the literal is the same 64 bits, -0.0, subnormals, inf and -inf included; a bare ``0.1`` would be
+    a DECIMAL), a BIGINT or a BOOLEAN from its text; always ``CAST('<text>' AS <type>)`` (:data:`LITERAL`)."""
+    x = np.asarray(v).reshape(-1)[0]
+    if isinstance(x, np.bool_):
+        return f"CAST('{'true' if x else 'false'}' AS BOOLEAN)"
+    if isinstance(x, np.integer):
+        return f"CAST('{int(x)}' AS BIGINT)"
+    if isinstance(x, np.floating):
+        return f"CAST('{float(x)!r}' AS DOUBLE)"
+    raise TypeError(f"summary plans: no literal for a parameter of type {type(x).__name__}")
+
+
+#: the text of every literal :func:`_inline` puts in a statement (tests blank them to compare statements)
+LITERAL = re.compile(r"CAST\('[^']*' AS (?:DOUBLE|BIGINT|BOOLEAN)\)")
+_PARAM_REF = re.compile(r"\bp\.(_\w+)\b")
+
+
+def _inline(sql: str, lits: list[dict[str, str | None]]) -> str:
+    """``sql`` with each reference ``p.<col>`` to a parameter of a one-group pass replaced by its literal
+    (:func:`_literal`).  Why: with one group the parameters are a one-row table cross-joined to the rows, and a
+    filter such as ``_v BETWEEN _vlo AND _vhi`` over columns of both sides runs as a nested loop join (10**7 rows:
+    ~0.2 s of thread time in EXPLAIN ANALYZE); with literals it is a plain filter pushed to the scan.  The
+    parameters are released values, so the statement's text depends on released values only, and each literal
+    is the column's value bit for bit, so every pass counts exactly what it did; whether a statement has
+    literals is a function of its group count (released counts).  ``lits``: per registered table of the
+    statement its columns' literals (None: more than one group).  A column named by two tables with different
+    literals, or without one in either, is left as a column (the tables keep every column)."""
+    merged: dict[str, str | None] = {}
+    for d in lits:
+        for c, v in d.items():
+            merged[c] = v if c not in merged or merged[c] == v else None
+    return _PARAM_REF.sub(lambda m: merged.get(m.group(1)) or m.group(0), sql) if merged else sql
+
+
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pa.Table:
     return (con.sql(sql) if params is None else con.sql(sql, params=params)).arrow().read_all()
 
@@ -406,6 +443,8 @@ class DuckSource:
     _ids = itertools.count()
     #: count the first bucket pass's rows in the gap pass's scan (:meth:`gap_histogram`; False: a pass of its own)
     FUSE_FIRST = True
+    #: a one-group pass reads its per-group parameters as literals (:func:`_inline`)
+    INLINE = True
     #: the value the bucket and tail passes read (the clamped ``_x``; a derived source's own, MeanDuckSource.derived)
     VALUE = _VC
 
@@ -441,6 +480,10 @@ class DuckSource:
         name = f"_dpsql_plan_par{next(self._ids)}"
         self.con.register(name, t)
         self._registered.append(name)
+        lits = getattr(self, "_lits", {})
+        one = self.INLINE and groups.size == 1  # one row: inline its parameters (a function of the group count)
+        lits[name] = {c: _literal(v) if one else None for c, v in cols.items()}
+        self._lits = lits
         if not self.plan.keys:
             return f"{base} b CROSS JOIN {name} p"
         on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM p._k{i}" for i in range(len(self.plan.keys)))
@@ -450,10 +493,12 @@ class DuckSource:
         self._registered: list[str] = getattr(self, "_registered", [])
         self.passes += 1
         try:
-            return _fetch(self.con, sql, params)
+            return _fetch(self.con, _inline(sql, [getattr(self, "_lits", {}).get(n, {}) for n in self._registered]),
+                          params)
         finally:
             for name in self._registered:
                 self.con.unregister(name)
+                getattr(self, "_lits", {}).pop(name, None)
             self._registered = []
 
     def _keyed(self, groups: np.ndarray, rng: Rng, cols: dict[str, np.ndarray] | None = None) -> str:
@@ -894,8 +939,8 @@ class MeanDuckSource(DuckSource):
       bucket and tail passes are the median's over that expression (c joined per group in each pass).
 
     Per-group parameters (c, e0, l, h, S, gamma) are registered Arrow tables joined on the group keys, as the median's
-    passes do; they are released values.  The passes' number and statements are functions of the released counts
-    (the route classes, the ladders) only.
+    passes do (literals in a one-group pass, :func:`_inline`); they are released values.  The passes' number and
+    their statements up to those literals are functions of the released counts (the route classes, the ladders).
     """
 
     def radius_histogram(self, groups, c, s0, first=None):  # noqa: ANN001, ANN201, D102
