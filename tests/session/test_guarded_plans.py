@@ -194,10 +194,9 @@ def test_every_pass_sees_the_same_rows(shared: Path, monkeypatch: pytest.MonkeyP
         agree.append(np.array_equal(self.n[groups], np.diff(b.offsets)))
         return b
 
-    def keep_first(self, groups, first, bk):  # noqa: ANN001, ANN202
-        g, n = bk.column("_g").to_numpy(), bk.column("n").to_numpy()
+    def keep_first(self, groups, first, g, key, n):  # noqa: ANN001, ANN202
         agree.append(np.array_equal(self.n[groups], np.bincount(g, weights=n, minlength=groups.size)))
-        return real_keep(self, groups, first, bk)
+        return real_keep(self, groups, first, g, key, n)
 
     monkeypatch.setattr(plans, "_fetch", fetch)
     monkeypatch.setattr(plans.DuckSource, "_batch", batch)
