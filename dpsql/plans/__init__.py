@@ -326,6 +326,8 @@ _NORMAL = "2.2250738585072014e-308"
 #: the first bucket key's tag for subnormal values and zeros (:func:`_exm_key`): above every normal key's magnitude
 _SUB_TAG = 1 << 61
 _FRACTION = (1 << 52) - 1
+#: fl(sqrt 2) (a constant DuckDB folds; sqrt is correctly rounded)
+_SQRT2 = "sqrt(2.0)"
 
 
 def _exm_key(v: str, sh: str) -> str:
@@ -915,11 +917,16 @@ class MeanDuckSource(DuckSource):
       of two; h errs only within an ulp of ``2**(ex + 1/2)``; and a's relative error 2**-53 moves ``2 log2`` by < 1e-15,
       which changes the ceil only where a lies that close to ``2**ex`` or ``2**(ex + 1/2)`` (a power of two just above
       the real |d|: ``k0' = k0 + 1``; near the sqrt 2 point the two errors are at the same integer, each moving k0' by
-      one towards it).  Then ``P = 2**(e0 + (k_a - 2) // 2)`` is ``2**(ex - 1) = 2**ex / 2`` unless k_a was clamped
-      (no second pow per row).  The pass tests the predicate exactly on the WIDTH = 5 indices ``k0' - 3 .. k0' + 1``:
-      the first true one is the row's index.  A row whose window does not bracket the change (never, by the argument;
-      counted as a bug guard) fails the pass.  (Before: ``k0' = ceil(2 (log2 a - e0)) + 2`` from log2 and a pow
-      for P: 10**7 rows, 0.61 s for the fused pass below, now 0.54 s.)
+      one towards it).  Then ``P = 2**(e0 + (k_a - 2) // 2)`` is ``2**(ex - 1) = 2**ex / 2`` clamped to the
+      window's clamps' ``[2**e0, 2**(e0 + (Q - 5) // 2)]`` (no second pow per row).  ``ex`` and ``2**ex`` come from
+      the IEEE bits of a (``CAST(a AS BIT)``: exponent field, and a divided by its exact significand; zero and
+      subnormal a through ``_exm``'s log2 and pow), the cap's first key as :func:`_exm_key`'s.  The pass tests
+      the predicate exactly on the WIDTH = 5 indices ``k0' - 3 .. k0' + 1``: the first true one is the row's
+      index.  A row whose window does not bracket the change (never, by the argument; counted as a bug guard)
+      fails the pass.  (Before: ``k0' = ceil(2 (log2 a - e0)) + 2`` from log2 and a pow
+      for P: 10**7 rows, 0.61 s for the fused pass below, then 0.54 s; log2, the exact-floor CASE, pow(2, ex) and
+      the CASEs for P, _ra and _rb instead of the bits and the clamp: 1.09 s of CPU against 0.83 s, one process
+      alternately on a loaded machine.)
       One side of the range decides: for v > c, ``v >= fl(c - x)`` always holds (x >= 0 gives ``c - x <= c``, and
       rounding is monotone, so ``fl(c - x) <= c < v``; x = inf gives -inf), so inside is ``v <= fl(c + x)``; for
       v < c likewise inside is ``v >= fl(c - x)``, i.e. ``-v <= fl(-c + x)`` (round to nearest even is odd:
@@ -927,10 +934,10 @@ class MeanDuckSource(DuckSource):
       comparison; with the predicate monotone in k the first index inside is ``k_a`` plus the number of window
       indices outside (a sum of flags, no CASE chain), whenever the guard holds (the same integers as the
       two-sided CASE, tests/plans/test_plans_mean.py).  Given the cap's first shift (``first``), the same scan
-      also counts the derived ``|v - c|`` by floor exponent and top mantissa bits (:meth:`DuckSource._exm`, as
-      the gap pass does for x), so :meth:`derived` of the same groups and c answers its first bucket pass
-      without a scan (one hash aggregate over (group, k, exponent, bits), summed to both histograms in numpy:
-      k and the exponent move together, a few thousand keys).  10**7 lognormal rows, one group: 0.62 s for the
+      also counts the derived ``|v - c|`` by :func:`_exm_key` (floor exponent and top mantissa bits, as the gap
+      pass does for x), so :meth:`derived` of the same groups and c answers its first bucket pass without a
+      scan (one hash aggregate over (group, k, key), decoded and summed to both histograms in numpy: k and the
+      exponent move together, a few thousand keys).  10**7 lognormal rows, one group: 0.62 s for the
       fused pass against 0.48 s (radius) + 0.29 s (the cap's first bucket pass) before.
     * :meth:`MeanDuckSource.clipped_sums`, one pass: ``CAST(clip(clip(v, l, h) [- c], -S, S) / gamma AS BIGINT)``
       (DuckDB's DOUBLE to BIGINT cast rounds half to even, as numpy's rint; sql/native.sql's clipped route does the
@@ -951,50 +958,71 @@ class MeanDuckSource(DuckSource):
         e0 = ex.astype(np.int64) - 1
         c = np.asarray(c, dtype=np.float64)
         groups = np.asarray(groups, dtype=np.int64)
-        cols: dict[str, np.ndarray] = {"_c": c, "_e0": e0}
+        with np.errstate(over="ignore"):
+            pq = np.ldexp(1.0, e0 + (RADIUS_QUERIES - 5) // 2)
+        cols: dict[str, np.ndarray] = {"_c": c, "_e0": e0, "_s0": np.ldexp(1.0, e0), "_pq": pq}
         fuse = first is not None and self.FUSE_FIRST
-        pb = self._first_scale(first, cols) if fuse else ""
+        sh = self._first_shift(first, cols) if fuse else ""
         src = self._params(groups, cols)
         Q = RADIUS_QUERIES
         carry = "".join(f", p.{name} AS {name}" for name in cols)
-        # v: |_v - _c|, the derived source's value (its first bucket pass's input, :meth:`_exm`); _l = log2(v)
-        rows = (f"SELECT *, abs(_v - _c) AS v FROM (SELECT p._g AS _g{carry}, {_VC} AS _v FROM {src} "
-                f"WHERE {_VALID})")
-        rows = self._exm(rows, pb if fuse else "1.0")  # _ex = floor(log2 v) exactly, _pw = 2**_ex
+        # _d = _v - _c; v = |_d| (the derived source's value) as its IEEE bits _b (the sign bit masked: _d may be
+        # -0.0), biased exponent _E and fraction field _f.  A normal v (_E > 0) is 2**_ex (1 + _f 2**-52) exactly:
+        # _ex = _E - 1023 and _pw = 2**_ex = v / (1 + _f 2**-52) (1 + _f 2**-52 is exact, and so is the quotient:
+        # an exact result is correctly rounded), and the cap's first key is _exm_key's _b >> sh; v = 0 and subnormal
+        # v (rare) take :meth:`DuckSource._exm`'s expressions and _exm_key's tag.  So _ex and _pw are _exm's and
+        # the key decodes to _exm's bits, without a log2, an exact-floor CASE, a pow and a division per row
+        bits = f"CAST(CAST(abs(_d) AS BIT) AS BIGINT) & {(1 << 63) - 1}"
+        rows = (f"SELECT *, _b >> 52 AS _E, _b & {_FRACTION} AS _f FROM (SELECT *, {bits} AS _b FROM "
+                f"(SELECT *, _v - _c AS _d FROM (SELECT p._g AS _g{carry}, {_VC} AS _v FROM {src} WHERE {_VALID})))")
+        a, la = "abs(_d)", f"log2(greatest(abs(_d), {_TINY}))"
+        ex = (f"CASE WHEN _E > 0 THEN _E - 1023 WHEN _b = 0 THEN {core_summary.ZERO_EXPONENT} "
+              f"ELSE {_floor_log2(a, la)} END")
+        rows = f"SELECT *, {ex} AS _ex FROM ({rows})"
+        pw = f"CASE WHEN _E > 0 THEN {a} / (1.0 + CAST(_f AS DOUBLE) * {2.0 ** -52!r}) ELSE pow(2.0, _ex) END"
+        h = f"{a} >= _pw * {_SQRT2}"
         # v = c: index 1 (x_1 = 0); else k0' = 2 (_ex - e0) + _h + 3 (_h: v at or above 2**_ex sqrt 2) and the window
         # from k_a (class docstring).  One side of the range decides: _w <= _cs + x is v <= c + x above c and
         # v >= c - x below it
-        k0 = "(2 * (_ex - _e0) + (_a >= _pw * sqrt(2.0))::BIGINT + 3)"
+        k0 = f"(2 * (_ex - _e0) + ({h})::BIGINT + 3)"
         side = (f"SELECT *, greatest(2, least({Q}, _k0) - 3) AS _ka, _sg * _v AS _w, _sg * _c AS _cs FROM "
-                f"(SELECT *, {k0} AS _k0, CAST(sign(_v - _c) AS DOUBLE) AS _sg FROM ({rows}))")
-        # P = 2**(e0 + (k_a - 2) // 2): 2**(_ex - 1) = _pw / 2 (exact, or the same rounding below 2**-1074) unless
-        # k_a was clamped.  (_ra, _rb: _x_at's A and B; DuckDB's names ignore case, and _exm's rows have _a)
-        pw = "CASE WHEN _ka = _k0 - 3 THEN _pw * 0.5 ELSE pow(2.0, _e0 + (_ka - 2) // 2) END"
-        base = (f"SELECT *, CASE WHEN _par = 0 THEN _P ELSE _P * sqrt(2.0) END AS _ra, CASE WHEN _par = 0 THEN "
-                f"_P * sqrt(2.0) ELSE _P * 2.0 END AS _rb FROM (SELECT *, {pw} AS _P, "
-                f"(_ka - 2) % 2 AS _par FROM ({side}))")
+                f"(SELECT *, {k0} AS _k0, CAST(sign(_d) AS DOUBLE) AS _sg FROM (SELECT *, {pw} AS _pw FROM ({rows})))")
+        # P = 2**(e0 + (k_a - 2) // 2) = 2**clamp(_ex - 1, e0, e0 + (Q - 5) // 2): (k_a - 2) // 2 is nondecreasing
+        # in k0', _ex - e0 - 1 where k_a is not clamped, at most 0 where it is clamped at 2 and at least (Q - 5) // 2
+        # where at Q - 3.  As doubles: clamp(_pw / 2, 2**e0, 2**(e0 + (Q - 5) // 2)) (_pw / 2 is exact unless
+        # _ex - 1 < -1074 <= e0, where the clamp gives 2**e0 anyway), the bounds per-group constants (ldexp: pow's
+        # exact powers of two, inf where it overflows); no CASE, no pow per row.  (_ra, _rb: _x_at's A and B;
+        # P * (1 + par (fl(sqrt 2) - 1)) is P or P * sqrt(2.0), P * (fl(sqrt 2) + par (2 - fl(sqrt 2))) is
+        # P * sqrt(2.0) or P * 2.0, the differences exact (Sterbenz), par = (k_a - 2) % 2 = k_a & 1 as k_a >= 2;
+        # DuckDB's names ignore case)
+        pw = "greatest(least(_pw * 0.5, _pq), _s0)"
+        base = (f"SELECT *, _P * (1.0 + _par * ({_SQRT2} - 1.0)) AS _ra, _P * ({_SQRT2} + _par * (2.0 - {_SQRT2})) "
+                f"AS _rb FROM (SELECT *, {pw} AS _P, CAST(_ka & 1 AS DOUBLE) AS _par FROM ({side}))")
         outside = ", ".join(f"_w > _cs + {_x_at(t)} AS _o{t}" for t in range(WIDTH))
         # the first index inside is _ka + (number of window indices outside): the predicate is monotone in k
         k = " + ".join(["_ka"] + [f"_o{t}::BIGINT" for t in range(WIDTH - 1)])
         # the bug guard: the window's first index inside (and above 2), or its last outside.  v = c (exactly when
-        # v = fl(v - c) = 0: _ex is ZERO_EXPONENT, so _ka = 2, and _sg = 0 makes every flag false): k = 2 - 1 = 1,
+        # _d = 0, i.e. _b = 0: _ex is ZERO_EXPONENT, so _ka = 2, and _sg = 0 makes every flag false): k = 2 - 1 = 1,
         # and the guard holds
         bad = f"((NOT _o0 AND _ka > 2) OR _o{WIDTH - 1})"
-        more = ", _ex, _m" if fuse else ""
-        flags = (f"SELECT _g, least({Q}, {k}) - (_v = _c)::BIGINT AS k, {bad} AS _bad{more} "
+        # the cap's first bucket key: _exm_key of v >= 0 (the bits shifted; v = 0 and subnormals tagged)
+        more = f", CASE WHEN _E > 0 THEN _b >> {sh} ELSE {_SUB_TAG} + _f END AS _ek" if fuse else ""
+        flags = (f"SELECT _g, least({Q}, {k}) - (_b = 0)::BIGINT AS k, {bad} AS _bad{more} "
                  f"FROM (SELECT *, {outside} FROM ({base}))")
         if not fuse:
             t = self._run(f"SELECT _g, k, count(*) AS c, count_if(_bad) AS bad FROM ({flags}) GROUP BY ALL "
                           f"ORDER BY _g, k")
         else:
-            t = self._run(f"SELECT _g, k, _ex, _m, count(*) AS c, count_if(_bad) AS bad FROM ({flags}) GROUP BY ALL")
+            t = self._run(f"SELECT _g, k, _ek, count(*) AS c, count_if(_bad) AS bad FROM ({flags}) GROUP BY ALL")
         if _np(t, "bad").any():
             raise RuntimeError("summary plans: the radius pass's window missed a row's ladder index (a bug)")
         if not fuse:
             return _np(t, "_g"), _np(t, "k"), _np(t, "c")
-        # one hash aggregate over (_g, k, _ex, _m) (k and _ex go together: a few thousand keys), summed here to
-        # both histograms (GROUPING SETS materialized every row first: slower than the two passes)
-        g, kk, ex, mm, n = _np(t, "_g"), _np(t, "k"), _np(t, "_ex"), _np(t, "_m"), _np(t, "c")
+        # one hash aggregate over (_g, k, _ek) (k and the exponent go together: a few thousand keys), summed here
+        # to both histograms (GROUPING SETS materialized every row first: slower than the two passes)
+        g, kk, n = _np(t, "_g"), _np(t, "k"), _np(t, "c")
+        first = np.broadcast_to(np.asarray(first, dtype=np.int64), (groups.size,))
+        _, ex, mm = _exm_decode(_np(t, "_ek"), core_summary.RAW_BITS - first[g])
         hg, hk, hc = _sum_by(n, g, kk)
         dg, dex, dm, dc = _sum_by(n, g, ex, mm)
         # the derived source's first bucket pass (its groups are local: 0 .. groups.size - 1), for derived(groups, c)

@@ -264,3 +264,40 @@ def test_mean_sum_and_median_share_the_count_and_rows_passes(monkeypatch: pytest
                          "dp_median(x, epsilon := 1) AS c FROM t GROUP BY g", Rng.seeded(1))
     assert out.num_rows == 3 and len(seen) == 2  # the count pass and one rows pass
     assert np.all(np.abs(np.array(out.column("a").to_pylist()) - 3) < 0.5)
+
+
+@pytest.mark.parametrize("trial", range(8))
+def test_radius_pass_bits_on_subnormals_clamps_and_signed_zeros(trial: int) -> None:
+    """The radius pass's IEEE-bits exponent, 2**ex, sqrt 2 flag and mantissa bits (normal |v - c|) and _exm's
+    expressions (zero and subnormal |v - c|): differences that are zero (-0.0 - 0.0 is -0.0), subnormal, near powers
+    of two and their sqrt 2 multiples down to 2**-1074, ladders from the mechanism's smallest s0 (B_MIN =
+    2**-1000: the window clamped at 2 for every tiny difference) up; one group (literals) and several (columns),
+    with and without the cap's first shift: the reference's radius histogram and the cap's first bucket counts."""
+    r = np.random.default_rng(900 + trial)
+    G = int(r.choice([1, 1, 3]))
+    c = r.choice([0.0, -0.0, 5e-324, -1e-310, 2.0**-1022, 1.0], G)
+    s0 = np.ldexp(1.0, r.choice([-1000, -999, -990, -500, 0], G))
+    lists = []
+    for g in range(G):
+        e = r.integers(-1074, 1001, 60)
+        pw = np.concatenate([np.ldexp(1.0, e), np.ldexp(1.0, e) * np.sqrt(2.0), np.ldexp(r.random(20), -1050)])
+        v = np.concatenate([c[g] + pw, c[g] - pw, [0.0, -0.0, 5e-324, -5e-324, 2.0**1000, -2.0**1000, c[g]]])
+        v = np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf)])
+        lists.append(r.permutation(np.clip(v, -2.0**1000, 2.0**1000)))
+    x = np.concatenate(lists)
+    gcol = np.repeat(np.arange(G), [a.size for a in lists])
+    src, order, got_lists, _ = _sources(gcol, x, Rng.seeded(trial))
+    ref = summary_mean.MeanBatchSource(Batch.from_lists(got_lists))
+    cc, ss = c[order], s0[order]
+    idx = np.arange(G)
+    want = ref.radius_histogram(idx, cc, ss)
+    for first in (None, np.full(G, 29), r.integers(0, 37, G)):
+        for a, b in zip(src.radius_histogram(idx, cc, ss, first), want, strict=True):
+            assert np.array_equal(a, b)
+        if first is not None:
+            e = r.integers(-1074, 1000, G)
+            before = src.passes
+            got = src.derived(idx, cc).bucket_histogram(idx, e, first, None, None, None)
+            assert src.passes == before  # from the radius pass's keys
+            for a, b in zip(got, ref.derived(idx, cc).bucket_histogram(idx, e, first, None, None, None), strict=True):
+                assert np.array_equal(a, b)
