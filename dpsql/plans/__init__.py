@@ -701,16 +701,18 @@ class DuckSource:
             keep = c > 0
             return _np(got, "_g")[keep], _np(got, "k")[keep], c[keep]
 
-    def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "") -> str:
+    def _rows(self, groups: np.ndarray, e: np.ndarray, cols: dict[str, np.ndarray], where: str = "",
+              pre: str = "") -> str:
         """The valid rows of ``groups``: group ``_g``, floor exponent ``_e``, ``_pe = 2**e`` and the split
         ``_s1 _s2 = 2**(RAW_BITS - e)`` (per-group constants: no pow per row), clamped value ``_v``, ``_neg``,
-        ``_a = |x|`` and its ``_l = log2``, and ``cols``; ``where`` filters on them."""
+        ``_a = |x|`` and its ``_l = log2``, and ``cols``; ``where`` filters on them, ``pre`` (a condition on the
+        source's row alone) before the join with the parameters."""
         e = e.astype(np.int64)
         h = (core_summary.RAW_BITS - e) // 2
         src = self._params(groups, {"_e": e, "_pe": np.ldexp(1.0, e), "_s1": np.ldexp(1.0, h),
                                     "_s2": np.ldexp(1.0, core_summary.RAW_BITS - e - h), **cols})
         extra = "".join(f", p.{c} AS {c}" for c in ("_e", "_pe", "_s1", "_s2", *cols))
-        rows = f"SELECT p._g AS _g{extra}, {self.VALUE} AS _v FROM {src} WHERE {_VALID}"
+        rows = f"SELECT p._g AS _g{extra}, {self.VALUE} AS _v FROM {src} WHERE {_VALID}{pre and ' AND ' + pre}"
         return (f"SELECT *, _v < 0 AS _neg, abs(_v) AS _a, log2(greatest(abs(_v), 4.9406564584124654e-324)) AS _l "
                 f"FROM ({rows}) {where}")
 
@@ -746,7 +748,12 @@ class DuckSource:
             vlo, vhi = _value_range(lo, hi, prev, e)
             cols = {"_lo": lo, "_hi": hi, "_vlo": vlo, "_vhi": vhi}
             sh, pv = _shift_sql(shift, "_sh", cols), _shift_sql(prev, "_pv", cols)
-            rows = self._rows(groups, e, cols, "WHERE _v BETWEEN _vlo AND _vhi")
+            # several groups: first the union of their value ranges, as literals on the source's rows (pushed
+            # below the join with the parameters; released values, a superset of each group's range)
+            pre = "" if groups.size == 1 or "p." in self.VALUE else (
+                f"{self.VALUE} BETWEEN {_literal(np.min(vlo, keepdims=True))} "
+                f"AND {_literal(np.max(vhi, keepdims=True))}")
+            rows = self._rows(groups, e, cols, "WHERE _v BETWEEN _vlo AND _vhi", pre)
             mag = f"SELECT *, {self._mag()} AS _mag FROM (SELECT *, {self._octave()} AS _k FROM ({rows}))"
             sql = (f"SELECT _g, {_bucket(sh)} AS b, count(*) AS c FROM ({mag}) WHERE {_bucket(pv)} "
                    f"BETWEEN _lo AND _hi GROUP BY ALL ORDER BY _g, b")
