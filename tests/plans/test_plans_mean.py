@@ -98,6 +98,17 @@ def test_derived_source_is_the_reference(trial: int) -> None:
     assert np.array_equal(d.rank_counts(local, e, which, thr), dref.rank_counts(local, e, which, thr))
 
 
+def _radius_sources(lists: list, c: np.ndarray, s0: np.ndarray, trial: int) -> tuple:
+    """The DuckDB source over the groups ``lists`` (:func:`_sources`), the reference source over the same lists in
+    the source's group order, c and s0 in that order, and the reference's radius histogram."""
+    x = np.concatenate(lists)
+    gcol = np.repeat(np.arange(len(lists)), [a.size for a in lists])
+    src, order, got_lists, _ = _sources(gcol, x, Rng.seeded(trial))
+    ref = summary_mean.MeanBatchSource(Batch.from_lists(got_lists))
+    cc, ss = c[order], s0[order]
+    return src, ref, cc, ss, ref.radius_histogram(np.arange(len(lists)), cc, ss)
+
+
 @pytest.mark.parametrize("trial", range(12))
 def test_radius_histogram_on_the_ladders_edges(trial: int) -> None:
     """Rows on and next to the range ends ``c -+ x_k`` (and to powers of two and their sqrt 2 multiples around c,
@@ -123,13 +134,8 @@ def test_radius_histogram_on_the_ladders_edges(trial: int) -> None:
         v = v[np.isfinite(v)]
         v = np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf)])
         lists.append(r.permutation(np.clip(v, -2.0**1000, 2.0**1000)))
-    x = np.concatenate(lists)
-    gcol = np.repeat(np.arange(G), [a.size for a in lists])
-    src, order, got_lists, _ = _sources(gcol, x, Rng.seeded(trial))
-    ref = summary_mean.MeanBatchSource(Batch.from_lists(got_lists))
-    cc, ss = c[order], s0[order]
+    src, ref, cc, ss, want = _radius_sources(lists, c, s0, trial)
     idx = np.arange(G)
-    want = ref.radius_histogram(idx, cc, ss)
     for first in (None, np.full(G, 29)):
         for a, b in zip(src.radius_histogram(idx, cc, ss, first), want, strict=True):
             assert np.array_equal(a, b)
@@ -284,13 +290,8 @@ def test_radius_pass_bits_on_subnormals_clamps_and_signed_zeros(trial: int) -> N
         v = np.concatenate([c[g] + pw, c[g] - pw, [0.0, -0.0, 5e-324, -5e-324, 2.0**1000, -2.0**1000, c[g]]])
         v = np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf)])
         lists.append(r.permutation(np.clip(v, -2.0**1000, 2.0**1000)))
-    x = np.concatenate(lists)
-    gcol = np.repeat(np.arange(G), [a.size for a in lists])
-    src, order, got_lists, _ = _sources(gcol, x, Rng.seeded(trial))
-    ref = summary_mean.MeanBatchSource(Batch.from_lists(got_lists))
-    cc, ss = c[order], s0[order]
+    src, ref, cc, ss, want = _radius_sources(lists, c, s0, trial)
     idx = np.arange(G)
-    want = ref.radius_histogram(idx, cc, ss)
     for first in (None, np.full(G, 29), r.integers(0, 37, G)):
         for a, b in zip(src.radius_histogram(idx, cc, ss, first), want, strict=True):
             assert np.array_equal(a, b)
