@@ -8,11 +8,13 @@ design and the privacy argument) or, for the small groups, on their rows.  Same 
 Compiled: ``SELECT k1, ..., dp_median(x, epsilon := e) [AS a], ... FROM <from> [WHERE ...] [GROUP BY k1, ...]``
 where every other select item is a GROUP BY expression, and each dp call is ``dp_median(x, epsilon := e)`` or
 ``dp_quantile(x, p, epsilon := e)`` (p a literal in (0, 1)) with at most ``method := 'scalefree'`` besides (no
-bounds, no interval).  At p != 1/2 (:func:`dpsql.core.summary.quantile`) the groups whose released count routes
-them "wide" (large groups) take the passes below; the "near" ones (small released counts) are read as rows with
-the hybrid route's small groups.  ``dp_iqr(x, epsilon := e)`` (same named arguments) is
-:func:`dpsql.core.summary.iqr`: Q1 and Q3 of one released count, one floor and (near) one centre, routed as a
-quantile at p = 1/4; per wide class two bucket passes per quartile, the first bucket pass and the tail pass shared.
+bounds, no interval).  Parameters may also come by position in the macros' order (``dpsql.surface.NAMED``:
+``dp_median(x, e)``, ``dp_quantile(x, p, e)``); a NULL one is one not given.  At p != 1/2
+(:func:`dpsql.core.summary.quantile`) the groups whose released count routes them "wide" (large groups) take
+the passes below; the "near" ones (small released counts) are read as rows with the hybrid route's small groups.
+``dp_iqr(x, epsilon := e)`` (same named arguments) is :func:`dpsql.core.summary.iqr`: Q1 and Q3 of one released
+count, one floor and (near) one centre, routed as a quantile at p = 1/4; per wide class two bucket
+passes per quartile, the first bucket pass and the tail pass shared.
 ``dp_mean(x, epsilon := e)`` and ``dp_sum(x, epsilon := e)`` (same named arguments) are
 :func:`dpsql.core.summary_mean.mean` / ``sum`` on :class:`MeanDuckSource` (its passes: the radius
 histogram, the derived ``|x - c|`` for the cap, the clipped fixed-point sums); their small groups join the rows pass.
@@ -146,6 +148,7 @@ from ..core.primitives import fixed_point_grid
 from ..core.registry import validate
 from ..core.summary_mean import RADIUS_QUERIES
 from ..noise import Rng, system_rng
+from ..surface import NAMED
 from .var import DuckVarSource
 
 __all__ = ["run", "compile_query", "materialized", "Plan", "Call", "DuckSource", "MeanDuckSource"]
@@ -199,9 +202,23 @@ def _call(node: exp.Expression, name: str) -> Call | None:
     if fn not in _DP:
         return None
     args = list(node.expressions)
-    pos = [a for a in args if not isinstance(a, exp.PropertyEQ)]
-    named = {a.this.name.lower(): a.expression for a in args if isinstance(a, exp.PropertyEQ)}
+    is_named = [isinstance(a, exp.PropertyEQ) for a in args]
+    if any(is_named[i] and not is_named[i + 1] for i in range(len(args) - 1)):
+        return None  # a positional argument after a named one
+    pos = [a for a, k in zip(args, is_named, strict=True) if not k]
+    named = {a.this.name.lower(): a.expression for a, k in zip(args, is_named, strict=True) if k}
+    if len(named) != sum(is_named):
+        return None  # a name given twice
     want = 2 if fn == "dp_quantile" else 1
+    # parameters given by position after the value (and p) take the macros' order of the named ones
+    # (dpsql.surface.NAMED): ``dp_median(x, 0.5)`` is ``dp_median(x, epsilon := 0.5)``
+    extra = pos[want:]
+    if len(extra) > len(NAMED) or any(k in named for k in NAMED[: len(extra)]):
+        return None
+    named.update(zip(NAMED, extra, strict=False))
+    # a NULL parameter is one not given (the macros' defaults are NULL), but epsilon must be a number
+    named = {k: v for k, v in named.items() if k == "epsilon" or not isinstance(v, exp.Null)}
+    pos = pos[:want]
     if len(pos) != want or set(named) - {"epsilon", "method"} or "epsilon" not in named:
         return None
     if fn in _VAR:

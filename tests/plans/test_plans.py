@@ -5,6 +5,8 @@ back to the macros.  Privacy: tests/plans/test_plans_privacy.py; the matching: t
 
 from __future__ import annotations
 
+import dataclasses
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -293,6 +295,39 @@ def test_compiles_only_what_it_owns() -> None:
               "SELECT h, dp_median(x, epsilon := 1) FROM t GROUP BY g",
               "SELECT dp_median(x, epsilon := 1) FROM t ORDER BY 1"):
         assert plans.compile_query(q) is None, q
+
+
+def test_parameters_by_position_are_the_named_ones() -> None:
+    """``dp_median(x, e)`` is ``dp_median(x, epsilon := e)`` (the macros' order, dpsql.surface.NAMED); a NULL
+    parameter is one not given; bounds by position are not owned (the macros answer them)."""
+    same = {"SELECT dp_median(x, 0.5) FROM t": "SELECT dp_median(x, epsilon := 0.5) FROM t",
+            "SELECT dp_quantile(x, 0.9, 2) FROM t": "SELECT dp_quantile(x, 0.9, epsilon := 2) FROM t",
+            "SELECT g, dp_mean(x, 1) FROM t GROUP BY g": "SELECT g, dp_mean(x, epsilon := 1) FROM t GROUP BY g",
+            "SELECT dp_sum(x, 1, NULL, NULL, 'scalefree') FROM t": "SELECT dp_sum(x, epsilon := 1) FROM t",
+            "SELECT dp_var(x, 1, method := 'asymmetric') FROM t": "SELECT dp_var(x, epsilon := 1) FROM t",
+            "SELECT dp_iqr(x, 1) FROM t": "SELECT dp_iqr(x, epsilon := 1) FROM t",
+            "SELECT dp_stddev(x, 0.25) FROM t": "SELECT dp_stddev(x, epsilon := 0.25) FROM t"}
+    for q, ref in same.items():
+        got, want = plans.compile_query(q), plans.compile_query(ref)
+        assert want is not None and got is not None, q
+        assert [dataclasses.replace(c, name="") for c in got.calls] == [
+            dataclasses.replace(c, name="") for c in want.calls], q
+    for q in ("SELECT dp_median(x, 1, 0, 10) FROM t",  # lower and upper
+              "SELECT dp_median(x, 1, epsilon := 1) FROM t",  # epsilon twice
+              "SELECT dp_median(x, NULL) FROM t",
+              "SELECT dp_quantile(x, 0.5, 1, 0) FROM t",
+              "SELECT dp_median(x, 1, NULL, NULL, 'threshold') FROM t",
+              "SELECT dp_median(x, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL) FROM t"):
+        assert plans.compile_query(q) is None, q
+
+
+def test_positional_epsilon_releases_what_the_named_one_does() -> None:
+    g = np.repeat(np.arange(3), 4000)
+    x = np.random.default_rng(5).lognormal(0.0, 1.0, g.size)
+    named = plans.run(_one_thread(g, x), "SELECT g, dp_median(x, epsilon := 1.0) AS m FROM t GROUP BY g",
+                      Rng.seeded(3))
+    pos = plans.run(_one_thread(g, x), "SELECT g, dp_median(x, 1.0) AS m FROM t GROUP BY g", Rng.seeded(3))
+    assert named.sort_by("g").column("m").to_pylist() == pos.sort_by("g").column("m").to_pylist()
 
 
 def test_falls_back_to_the_macros() -> None:
