@@ -12,12 +12,21 @@ runs is kept.  The floor probes, each the fastest of ``--reps``:
   column for less (every statement of the plans scans the table and computes on each value; a FILTER aggregate or
   ``count(x)`` is no floor: the first measured 5x avg's time, the second reads only the validity mask);
 * **histogram**: ``floor(log2(abs(x)))`` counted per group and bucket (the issue's own probe for a narrow pass);
-* **rows**: the column sorted by group into Arrow (what the hybrid route reads for small groups).
+* **rows**: the column sorted by group into Arrow (what the hybrid route reads for small groups);
+* **sort** (many groups): the fetched values sorted within their groups in numpy (``np.lexsort``), or DuckDB's
+  ``ORDER BY g, x`` into Arrow if faster (then "rows + sort" is that one statement): every mechanism of the list code
+  reads order statistics, so the rows route sorts each group once at least;
+* **var bounds** (many groups): the arithmetic :func:`dpsql.core.asymmetric.var_bounds_of` cannot skip, timed on
+  arrays of its size: per group and removal depth k <= cw (``cw = min(C, (n + 1) // 2 - 1)``, ``C =
+  summary_var.truncation_of(eps)``, ~105 at eps = 1) k + 1 windows, each two sums, a square, a division, a
+  difference and a minimum in 80-bit long double (the exact bounds its privacy argument uses): six elementwise
+  operations over ``G (cw + 1)(cw + 2) / 2`` values.
 
 ``floor = statements x scan`` (the statements of the passes route: with many groups, of the run with every group
 through the passes) bounds from below any plan that issues the same dependent statements (each one's parameters are
 released by the mechanism's draw on the previous one's summary, so they cannot run as one); with many groups the rows
-route's floor is ``scan + rows`` (its count pass and reading the rows).
+route's floor is ``scan + rows + sort`` (its count pass, reading the rows, sorting each group), plus the var bounds'
+arithmetic for dp_var (which the passes route pays too: its summaries feed the same ``var_bounds_of``).
 Writes ``benchmarks/results/floors.md`` (``--out``).
 """
 
@@ -50,6 +59,54 @@ def best(con, sql: str, reps: int, arrow: bool = False) -> float:  # noqa: ANN00
         t0 = time.perf_counter()
         r = con.sql(sql)
         r.to_arrow_table() if arrow else r.fetchall()
+        out.append(time.perf_counter() - t0)
+    return min(out)
+
+
+def sort_probe(con, reps: int) -> float:  # noqa: ANN001
+    """The rows fetched by group (untimed), then sorted within their groups in numpy: the faster of one
+    ``np.lexsort`` and ``np.sort`` segment by segment, fastest of ``reps``."""
+    import numpy as np
+
+    t = con.sql("SELECT g, x FROM t ORDER BY g").to_arrow_table()
+    g, x = t.column("g").to_numpy(), t.column("x").to_numpy()
+    cuts = np.flatnonzero(np.diff(g)) + 1
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.lexsort((x, g))
+        t1 = time.perf_counter()
+        for seg in np.split(x, cuts):
+            seg.sort()
+        out.append(min(t1 - t0, time.perf_counter() - t1))
+    return min(out)
+
+
+def var_bounds_probe(n: int, groups: int, reps: int) -> float:
+    """The floor of ``var_bounds_of``'s O(C^2) step at ``groups`` groups of ``n`` rows, eps = 1 (module docstring):
+    six long-double operations over the windows' values, depth by depth in blocks of 512 groups that stay in cache
+    (as ``var_bounds_of`` runs them), fastest of ``reps``."""
+    import numpy as np
+
+    from dpsql.core.summary_var import truncation_of
+
+    cw = min(truncation_of(1.0), (n + 1) // 2 - 1)
+    B = 512
+    a = np.random.default_rng(0).random((cw + 1, B)).astype(np.longdouble) + 1.0
+    b, o, o2 = a[::-1].copy(), np.empty_like(a), np.empty_like(a)
+    m = np.longdouble(n)
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(-(-groups // B)):
+            for k in range(cw + 1):  # depth k: k + 1 windows per group
+                x, y, z, w = a[: k + 1], b[: k + 1], o[: k + 1], o2[: k + 1]
+                np.add(x, y, out=z)
+                np.add(y, x, out=w)
+                np.multiply(z, z, out=z)
+                np.divide(z, m, out=z)
+                np.subtract(w, z, out=w)
+                w.min(axis=0)
         out.append(time.perf_counter() - t0)
     return min(out)
 
@@ -91,7 +148,13 @@ def run(rows: int, groups: int, reps: int, aggs: list[str]) -> list[str]:
     scan = best(con, f"SELECT {sel}avg(x) FROM t{grp}", reps)
     hist = best(con, f"SELECT {sel}CAST(floor(log2(abs(x))) AS BIGINT) AS b, count(*) FROM t GROUP BY ALL", reps)
     rows_s = best(con, "SELECT g, x FROM t ORDER BY g", reps, arrow=True)
-    lines = [f"| {groups} | probes | scan {scan:.3f} s, histogram {hist:.3f} s, rows {rows_s:.3f} s | | | | | | | |"]
+    sort_s = vb_s = 0.0
+    probes = f"scan {scan:.3f} s, histogram {hist:.3f} s, rows {rows_s:.3f} s"
+    if groups > 1:
+        sort_s = min(sort_probe(con, reps), best(con, "SELECT g, x FROM t ORDER BY g, x", reps, arrow=True) - rows_s)
+        vb_s = var_bounds_probe(rows // groups, groups, reps)
+        probes += f", sort {sort_s:.3f} s, var bounds {vb_s:.3f} s"
+    lines = [f"| {groups} | probes | {probes} | | | | | | | |"]
     for agg in aggs:
         native = best(con, f"SELECT {sel}{NATIVE[agg]} FROM t{grp}", reps)
         query = f"SELECT {sel}{DP[agg]}(x, epsilon := 1) FROM t{grp}"
@@ -112,7 +175,10 @@ def run(rows: int, groups: int, reps: int, aggs: list[str]) -> list[str]:
         top = sorted(by_kind.items(), key=lambda kv: -kv[1])[:3]
         floor = n_passes * scan  # the passes route's statements (every group through the passes)
         target = TARGET[agg][0 if groups == 1 else 1]
-        rows_floor = "" if groups == 1 else f"{scan + rows_s:.3f} ({(scan + rows_s) / native:.1f}x)"
+        extra = vb_s if agg == "var" else 0.0
+        floor += extra
+        rf = scan + rows_s + sort_s + extra
+        rows_floor = "" if groups == 1 else f"{rf:.3f} ({rf / native:.1f}x)"
         lines.append(f"| {groups} | {DP[agg]} | {native:.3f} | {total:.2f} ({total / native:.1f}x) | {len(log)} | "
                      f"{sql_s:.2f} / {total - sql_s:.2f} | {', '.join(f'{k} {v:.2f}' for k, v in top)};{passes} | "
                      f"{floor:.3f} ({floor / native:.1f}x) | {rows_floor} | <= {target:g}x |")
@@ -129,8 +195,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(RESULTS, "floors.md"))
     a = ap.parse_args()
     head = ["| groups | aggregate | native s | plans s (x native) | statements | SQL s / Python s | "
-            "most time (kind s) | floor: statements x scan s (x native) | rows route floor: scan + rows s (x native) | "
-            "target |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "most time (kind s) | floor: statements x scan s (x native) | "
+            "rows route floor: scan + rows + sort s (x native) | target |", "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(head), flush=True)
     body = []
     for g in a.groups:
