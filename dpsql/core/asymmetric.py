@@ -321,7 +321,9 @@ def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
     groups of n <= 2C + 1 (and the summary's O(n)).
 
     Cost: the O(C^2) window and bound minima run over contiguous column slices, on only the groups deep enough
-    for each k / l (groups ordered by size); the core's two sums come in the summary.
+    for each k / l (groups ordered by size), into contiguous buffers, with the divisors converted to WIDE once
+    per block (about six WIDE numpy passes per window and two per bound: near numpy's floor for WIDE, ~4 ns an
+    element); the core's two sums come in the summary.
     """
     n = S.n
     G = n.size
@@ -376,29 +378,36 @@ def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
     # accumulate inward from the outermost kept row
     A1, A2, H1, H2 = (np.zeros((cw + 1, G), dtype=WIDE) for _ in range(4))
     _cumsum0(lo[::-1], out=A1[1:])
-    _cumsum0((lo * lo)[::-1], out=A2[1:])
+    _cumsum0(np.square(lo)[::-1], out=A2[1:])
     H1[:cw] = _cumsum0(hi[::-1])[::-1]
-    H2[:cw] = _cumsum0((hi * hi)[::-1])[::-1]
+    H2[:cw] = _cumsum0(np.square(hi)[::-1])[::-1]
     A1 += perm(s1c)[None, :]
     A2 += perm(s2c)[None, :]
     # W_k = min_i SSD(window dropping k - i bottom and i top rows)
     mg = _prefix_counts(kgp, cw)
     WT = np.full((max(cw, cwf) + 1, G), np.inf, dtype=WIDE)
-    b1, b2 = np.empty((cw + 1, B), dtype=WIDE), np.empty((cw + 1, B), dtype=WIDE)
+    # flat buffers, viewed as contiguous [rows, m] arrays (a column slice of a [rows, B] buffer is strided)
+    b1, b2 = np.empty((cw + 1) * B, dtype=WIDE), np.empty((cw + 1) * B, dtype=WIDE)
+    ks = np.arange(cw + 1, dtype=np.float64)[:, None]
     for c0 in range(0, G, B):
         c1 = min(c0 + B, G)
         a1, a2, h1, h2 = (np.ascontiguousarray(X[:, c0:c1]) for X in (A1, A2, H1, H2))
+        # the divisors max(n - k, 1) of the block, converted to WIDE once (exact): a float64 divisor
+        # broadcast over the rows would be cast again for every k
+        dk = np.maximum(nfp[None, c0:c1] - ks, 1.0).astype(WIDE)
         for k in range(cw + 1):
             m = min(mg[k], c1) - c0  # groups of the block with kg >= k
             if m <= 0:
                 break
             g = slice(c0, c0 + m)
-            s1 = np.add(a1[cw - k :, :m], h1[: k + 1, :m], out=b1[: k + 1, :m])
-            s2 = np.add(a2[cw - k :, :m], h2[: k + 1, :m], out=b2[: k + 1, :m])
-            np.multiply(s1, s1, out=s1)
-            s1 /= np.maximum(nfp[g] - k, 1.0)
+            r = (k + 1) * m
+            s1 = np.add(a1[cw - k :, :m], h1[: k + 1, :m], out=b1[:r].reshape(k + 1, m))
+            s2 = np.add(a2[cw - k :, :m], h2[: k + 1, :m], out=b2[:r].reshape(k + 1, m))
+            np.square(s1, out=s1)  # s1 * s1 (the same product; numpy's square loop is faster)
+            s1 /= dk[k, :m]
             s2 -= s1
-            WT[k, g] = np.maximum(s2.min(axis=0), 0.0)  # min_i max(x_i, 0) == max(min_i x_i, 0)
+            s2.min(axis=0, out=WT[k, g])
+    np.maximum(WT[: cw + 1], 0.0, out=WT[: cw + 1])  # min_i max(x_i, 0) == max(min_i x_i, 0); inf stays inf
     W = unperm(WT.T)
     _deep_windows(S, sc, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
@@ -409,10 +418,10 @@ def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
         LT = np.empty((lc, G), dtype=WIDE)
         mf = _prefix_counts(kfp, lc)
         js = np.arange(-lc, lc + 1, dtype=np.float64)[:, None]
-        buf = np.empty((lc, B), dtype=WIDE)
+        buf = np.empty(lc * B, dtype=WIDE)
         for c0 in range(0, G, B):
             c1 = min(c0 + B, G)
-            D = np.maximum(nfp[None, c0:c1] + js, 1.0)  # D[lc + j] = max(n + j, 1)
+            D = np.maximum(nfp[None, c0:c1] + js, 1.0).astype(WIDE)  # D[lc + j] = max(n + j, 1), exact
             lt = np.full((lc, c1 - c0), np.inf, dtype=WIDE)
             for k in range(lc + 1):
                 m = min(mf[k], c1) - c0  # groups of the block with kf >= k
@@ -420,7 +429,9 @@ def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
                     break
                 l0 = max(k, 1)
                 q = np.divide(
-                    WT[k, c0 : c0 + m], D[l0 - 2 * k + lc : 2 * lc - 2 * k + 1, :m], out=buf[: lc - l0 + 1, :m]
+                    WT[k, c0 : c0 + m],
+                    D[l0 - 2 * k + lc : 2 * lc - 2 * k + 1, :m],
+                    out=buf[: (lc - l0 + 1) * m].reshape(lc - l0 + 1, m),
                 )
                 dst = lt[l0 - 1 :, :m]
                 np.minimum(dst, q, out=dst)
@@ -431,8 +442,7 @@ def var_bounds_of(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
     if lc:
         LT = np.where(np.arange(1, lc + 1)[:, None] <= kfp[None, :], LT, 0.0)
         np.minimum(LT, perm(f)[None, :], out=LT)
-        for l in range(1, lc):
-            np.minimum(LT[l - 1], LT[l], out=LT[l])
+        np.minimum.accumulate(LT, axis=0, out=LT)  # LT[l] = minimum(LT[l - 1], LT[l]), l = 1, 2, ...
         with np.errstate(divide="ignore"):
             LT = np.log(LT).astype(np.float64)
         LT += perm(two_log_sc)[None, :]
