@@ -557,19 +557,28 @@ def _deep_windows(S: VarSummary, sc: np.ndarray, kg: np.ndarray, kf: np.ndarray,
     nf = ns.astype(np.float64)[None, :]
     deep = _prefix_counts(kf[sel], k_hi)
     span = int((ns - kg[sel] - 1).max())  # a deep window (k > kg) holds at most n - kg - 1 rows
+    div = np.maximum(w, 1).astype(WIDE)  # the window sizes as WIDE divisors (exact), converted once
+    cols = np.arange(w.shape[1])
     for a in range(k_hi + 1):
         m, i0 = deep[a], max(a - k_lo, 0)  # only k >= a, and groups with kf >= a, can take a window at a
-        y = (X[a : a + span, :m] - X[a, :m]).astype(WIDE) * inv[None, :m]  # |x_j - x_a| <= 2**1001: finite
+        y = np.subtract(X[a : a + span, :m], X[a, :m]).astype(WIDE)  # |x_j - x_a| <= 2**1001: finite
+        y *= inv[None, :m]
         c1 = _cumsum0(y)
-        c2 = _cumsum0(y * y)
+        c2 = _cumsum0(np.square(y, out=y))  # y * y (the same product)
         wa = w[i0:, :m]
-        col = np.clip(wa - 1, 0, c1.shape[0] - 1)
+        # the entries of c1, c2 at row wa - 1 of each column, read off the flat (contiguous) arrays
+        at = np.clip(wa - 1, 0, c1.shape[0] - 1)
+        at *= m
+        at += cols[:m]
         ok = valid[i0:, :m] & (ks[i0:] >= a) & (a + wa <= nf[:, :m])
-        s1, s2 = np.take_along_axis(c1, col, axis=0), np.take_along_axis(c2, col, axis=0)
+        s1, s2 = c1.ravel().take(at), c2.ravel().take(at)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ssd = np.maximum(s2 - s1 * s1 / np.maximum(wa, 1), 0.0)
+            np.square(s1, out=s1)  # s2 - s1 * s1 / max(wa, 1), then max(., 0), in place
+            s1 /= div[i0:, :m]
+            s2 -= s1
+            np.maximum(s2, 0.0, out=s2)
         b = best[i0:, :m]
-        best[i0:, :m] = np.where(ok, np.minimum(b, ssd), b)
+        np.minimum(b, s2, out=b, where=ok)
     sub = W[sel]
     sub[:, k_lo : k_hi + 1] = np.where(valid.T, best.T, sub[:, k_lo : k_hi + 1])
     W[sel] = sub

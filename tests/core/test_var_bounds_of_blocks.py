@@ -1,9 +1,10 @@
-"""var_bounds_of's speed work (issue 17) must not change a bit: ``_ref_var_bounds_of`` is a verbatim copy of
-:func:`dpsql.core.asymmetric.var_bounds_of` as of 2271d10 (renamed, the unchanged helpers taken from the module;
-do not edit it), and the module's function must give the same arrays, bit for bit (float64 views compared as
-integers: NaN, infinities and the sign of zero included), on summaries of many groups of mixed sizes (empty, 1, 2,
-3, small, n <= 2C + 1, large), extreme values (+-1e300, subnormals, one far outlier, ties), several C, with the
-groups in size order or not, and more groups than one block holds.
+"""var_bounds_of's speed work (issue 17) must not change a bit: ``_ref_var_bounds_of`` and ``_ref_deep_windows``
+are verbatim copies of :func:`dpsql.core.asymmetric.var_bounds_of` and ``_deep_windows`` as of 2271d10
+(renamed, the unchanged helpers taken from the module; do not edit them), and the module's function must give the
+same arrays, bit for bit (float64 views compared as integers: NaN, infinities and the sign of zero included; and
+the WIDE bounds before their logs), on summaries of many groups of mixed sizes (empty, 1, 2, 3, small,
+n <= 2C + 1, large), extreme values (+-1e300, subnormals, one far outlier, ties), several C, with the groups in
+size order or not, more groups than one block holds, and many deep-window groups at once.
 """
 
 import sys
@@ -112,7 +113,7 @@ def _ref_var_bounds_of(S: A.VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]
             s2 -= s1
             WT[k, g] = np.maximum(s2.min(axis=0), 0.0)  # min_i max(x_i, 0) == max(min_i x_i, 0)
     W = unperm(WT.T)
-    A._deep_windows(S, sc, kg, kf, W)
+    _ref_deep_windows(S, sc, kg, kf, W)
     f = np.where(n >= 2, W[:, 0] / np.maximum(nf, 1.0), 0.0)
     # L^l = min_{k <= l} W_k / (n + l - 2k), for l <= kf; W_k is +inf past kf, so only k <= kf contributes
     lc = min(cwf, C)
@@ -151,6 +152,58 @@ def _ref_var_bounds_of(S: A.VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]
         log_L[:, :lc] = unperm(LT.T)
     with np.errstate(divide="ignore"):
         return np.log(f).astype(np.float64) + two_log_sc, log_L
+
+
+def _ref_deep_windows(S: A.VarSummary, sc: np.ndarray, kg: np.ndarray, kf: np.ndarray, W: np.ndarray) -> None:
+    """Fill ``W[g, k]`` for ``kg[g] < k <= kf[g]`` (windows of n - k sorted values that may miss the median).
+
+    Loop over the window start a: sums of ``(x_j - x_a) / sc`` and their squares accumulate rightward from
+    a, so the window ``[a, a + n - k)`` of every k >= a is read off one cumsum.  The differences are taken
+    from the values themselves (not from deviations from the median, which round away rows that are close
+    to each other but far from the median), then squared in WIDE precision.  Only groups of n <= 2C + 1
+    take part; their rows are the summary's ``lo[:kg + 1]`` then ``hi`` read backwards (every row).  Work
+    O(n) per (group, a).
+    """
+    n = S.n
+    sel = np.flatnonzero(kf > kg)
+    if sel.size == 0:
+        return
+    sel = sel[np.argsort(-n[sel], kind="stable")]  # by decreasing size: the groups with kf >= a are a prefix
+    ns = n[sel]
+    width = int(ns.max())
+    # [row, group] layout (groups contiguous): the cumsums run down columns, each group's sums in the
+    # same order as along its row
+    jj = np.arange(width)[:, None]
+    inside = jj < ns[None, :]
+    top = S.lo.shape[0] - 1
+    from_lo = jj <= kg[sel][None, :]
+    X = np.where(inside, np.where(from_lo, S.lo[np.minimum(jj, top), sel[None, :]],
+                                  S.hi[np.clip(ns[None, :] - 1 - jj, 0, top), sel[None, :]]), 0.0)
+    inv = (1.0 / sc[sel]).astype(WIDE)
+    k_lo, k_hi = int(kg[sel].min()) + 1, int(kf[sel].max())
+    ks = np.arange(k_lo, k_hi + 1)[:, None]
+    w = ns[None, :] - ks  # window sizes n - k, [k, group]
+    valid = (ks > kg[sel][None, :]) & (ks <= kf[sel][None, :]) & (w >= 1)
+    best = np.full(w.shape, np.inf, dtype=WIDE)
+    nf = ns.astype(np.float64)[None, :]
+    deep = A._prefix_counts(kf[sel], k_hi)
+    span = int((ns - kg[sel] - 1).max())  # a deep window (k > kg) holds at most n - kg - 1 rows
+    for a in range(k_hi + 1):
+        m, i0 = deep[a], max(a - k_lo, 0)  # only k >= a, and groups with kf >= a, can take a window at a
+        y = (X[a : a + span, :m] - X[a, :m]).astype(WIDE) * inv[None, :m]  # |x_j - x_a| <= 2**1001: finite
+        c1 = A._cumsum0(y)
+        c2 = A._cumsum0(y * y)
+        wa = w[i0:, :m]
+        col = np.clip(wa - 1, 0, c1.shape[0] - 1)
+        ok = valid[i0:, :m] & (ks[i0:] >= a) & (a + wa <= nf[:, :m])
+        s1, s2 = np.take_along_axis(c1, col, axis=0), np.take_along_axis(c2, col, axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ssd = np.maximum(s2 - s1 * s1 / np.maximum(wa, 1), 0.0)
+        b = best[i0:, :m]
+        best[i0:, :m] = np.where(ok, np.minimum(b, ssd), b)
+    sub = W[sel]
+    sub[:, k_lo : k_hi + 1] = np.where(valid.T, best.T, sub[:, k_lo : k_hi + 1])
+    W[sel] = sub
 
 
 # --------------------------------------------------------------------------- tests
@@ -272,6 +325,17 @@ def test_var_bounds_of_many_groups_many_blocks(C):
     o = np.argsort(-S.n, kind="stable")
     S2 = A.VarSummary(S.n[o], S.xm[o], S.lo[:, o], S.hi[:, o], S.s1[o], S.s2[o])
     _check(S2, C)
+
+
+@pytest.mark.parametrize("C", [10, 100])
+def test_var_bounds_of_many_deep_groups(C):
+    """Hundreds of groups of n <= 2C + 1 (the deep windows, wide enough for the row-by-row cumsums)."""
+    rng = np.random.default_rng(3 + C)
+    sizes = rng.integers(1, 2 * C + 2, 700)
+    values = np.round(rng.lognormal(0.0, 2.0, int(sizes.sum())), 2)
+    values[rng.random(values.size) < 1e-3] = -1e300
+    b = Batch(values, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)).sorted()
+    _check(A.var_summary(b, C), C)
 
 
 def test_var_bounds_of_all_empty_and_no_groups():
