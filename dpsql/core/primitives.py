@@ -543,6 +543,7 @@ def rank_em(
     rng: Rng,
     reach: int | None = None,
     sensitivity: float = 1.0,
+    levels: int = 0,
 ) -> np.ndarray:
     """Exponential mechanism over each group's integers ``0..K[g]`` for a rank target, sampled exactly
     while looking only at the data near the target.
@@ -574,9 +575,18 @@ def rank_em(
     holds a y with l = 0 when 1 <= t <= n, and the envelopes weigh at most ``(K + 1) exp(-eps W / 2)
     <= 2**-TAIL_BITS``, so a retry happens with probability below 2**-12.  Work: O(W + ties near the
     target) per group after the sort, instead of O(n); small groups fall back to the whole domain.
+
+    ``levels`` Z > 0 (default 0: uniform over the codes) gives the EM the roundness base measure of
+    :func:`levelled_mass`: ``P(y) ~ m(y) exp(-eps l(y) / 2)`` with ``m(y) = sum_{z <= min(tz(y), Z)} 2**z``, so codes
+    with many trailing zero bits (round values, e.g. the tied integers of SQL data) weigh more.  A base measure
+    fixed by public values changes no privacy argument (the ratio of densities on neighbours is the loss's, the
+    normaliser's ratio bounded the same way).  Sampling as above with every ``length`` / ``|tail|`` replaced by its
+    mass and every uniform integer by :func:`levelled_integers`; the reach uses the domain's mass (at most
+    ``(Z + 1)(K + 1) + 2**(Z + 1)``), so the envelopes' bound holds.  Not used by a default yet (issue 12:
+    ``benchmarks/results/roundness_proto.md`` measured Z = 16 as the candidate).
     """
     charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
-    win = rank_window(codes, offsets, K, target, window, epsilon, reach)
+    win = rank_window(codes, offsets, K, target, window, epsilon, reach, levels)
     t, start, stop, w, half = win.t, win.start, win.stop, win.w, win.half
     out = np.empty(K.size, dtype=np.int64)
     todo = np.arange(K.size)
@@ -599,9 +609,56 @@ def rank_em(
     return out
 
 
-def window_reach(K: np.ndarray, epsilon: float) -> np.ndarray:
-    """:func:`rank_em`'s default reach W (ranks each side of the target) over the codes ``0..K``."""
-    return np.ceil(2.0 * (np.log(K + 2.0) + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
+def window_reach(K: np.ndarray, epsilon: float, levels: int = 0) -> np.ndarray:
+    """:func:`rank_em`'s default reach W (ranks each side of the target) over the codes ``0..K``: the log of the
+    domain's mass plus one (``K + 2`` codes' worth; with ``levels``, :func:`levelled_mass` of ``0..K`` plus 1)."""
+    if levels:
+        total = np.log(levelled_mass(np.zeros_like(np.asarray(K, dtype=np.int64)), K, levels).astype(np.float64)
+                       + 1.0)
+    else:
+        total = np.log(K + 2.0)
+    return np.ceil(2.0 * (total + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
+
+
+#: the largest ``levels`` :func:`levelled_mass` accepts (its masses stay below 2**63 for codes below 2**50)
+LEVELS_MAX = 24
+
+
+def levelled_mass(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
+    """The mass of the integers ``lo..hi`` (inclusive; ``0 <= lo <= hi + 1``, an empty range weighs 0) under the
+    roundness measure with ``levels`` Z: ``m(c) = sum_{z <= min(tz(c), Z)} 2**z`` (tz: trailing zero bits; 0 has
+    all), i.e. ``sum_{z=0}^{Z} 2**z #{multiples of 2**z in [lo, hi]}``: every level z weighs about the same per
+    unit length, and a code with many trailing zeros (a round value: few significant bits) weighs up to
+    ``2**(Z + 1) - 1`` codes.  Z = 0 is the uniform measure (``hi - lo + 1``).  Exact int64 (codes below 2**50)."""
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    if not 0 <= levels <= LEVELS_MAX:
+        raise ValueError(f"levels must be in [0, {LEVELS_MAX}]")
+    m = hi - lo + 1
+    below = lo - 1
+    for z in range(1, levels + 1):
+        m = m + ((hi >> z) - (below >> z)) * (1 << z)  # >> floors: (-1) >> z = -1 counts 0 as a multiple
+    return m
+
+
+def levelled_integers(rng: Rng, lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
+    """Integers in ``[lo, hi]`` (inclusive, ``0 <= lo <= hi``) drawn with probability proportional to their
+    :func:`levelled_mass`, exactly: a level z with probability ``2**z #{multiples of 2**z} / mass`` (one uniform
+    integer below the mass), then a uniform multiple of ``2**z`` in the range; a code with tz trailing zeros is
+    reached from every level z <= min(tz, Z), so its probability is ``sum_z 2**z / mass = m(c) / mass``.  Z = 0:
+    ``rng.integers(lo, hi)`` itself (the same draws)."""
+    if not levels:
+        return rng.integers(lo, hi)
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    below = lo - 1
+    z = np.arange(levels + 1, dtype=np.int64)
+    cnt = (hi[:, None] >> z[None, :]) - (below[:, None] >> z[None, :])
+    cum = np.cumsum(cnt << z[None, :], axis=1)
+    u = rng.integers(np.zeros(lo.size, dtype=np.int64), cum[:, -1] - 1)
+    level = (cum <= u[:, None]).sum(axis=1)  # the first level whose cumulative mass exceeds u
+    j = rng.integers((below >> level) + 1, hi >> level)
+    return j << level
 
 
 class RankWindow(NamedTuple):
@@ -624,6 +681,8 @@ class RankWindow(NamedTuple):
     pg: np.ndarray
     left: np.ndarray
     right: np.ndarray
+    #: the base measure's roundness levels (:func:`levelled_mass`; 0: uniform over the codes)
+    levels: int = 0
 
 
 #: codes per chunk of groups in :func:`rank_window`
@@ -640,7 +699,7 @@ def _group_chunks(off: np.ndarray, n: int) -> list[tuple[int, int]]:
 
 
 def _window_pieces(c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray,
-                   sub_off: np.ndarray, w: int, t: np.ndarray, half: float
+                   sub_off: np.ndarray, w: int, t: np.ndarray, half: float, levels: int = 0
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`rank_window`'s pieces of some groups: (left end, right end, log-weight, pieces per group)."""
     if w == 0:
@@ -661,13 +720,13 @@ def _window_pieces(c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.n
     loss *= half
     length = right - left
     length += 1
-    lw_piece = np.log(length.astype(np.float64))
+    lw_piece = np.log((levelled_mass(left, right, levels) if levels else length).astype(np.float64))
     lw_piece -= loss  # log(length) - half * loss
     return left, right, lw_piece, npieces
 
 
 def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: np.ndarray, window: int,
-                epsilon: float, reach: int | None = None) -> RankWindow:
+                epsilon: float, reach: int | None = None, levels: int = 0) -> RankWindow:
     """:func:`rank_em`'s candidates (its docstring): reads the codes at ranks ``floor(t) - W`` and ``ceil(t) +
     W``, binary-searches each group for the codes that can move the loss inside the window and reads those;
     nothing else (so a caller may pass a codes object that knows only those positions).  Draws nothing."""
@@ -680,7 +739,7 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     w = int(window)
     half = epsilon / 2.0
     if reach is None:
-        W = window_reach(K, epsilon)
+        W = window_reach(K, epsilon, levels)
     else:
         W = np.full(G, int(reach), dtype=np.int64)
     i_lo = np.floor(t).astype(np.int64) - W
@@ -713,7 +772,7 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
         cg = np.repeat(groups[g0:g1], np.diff(so))
         c = codes.take(ii, cg) if isinstance(codes, GridCodes) else codes[ii]
         parts.append(_window_pieces(c, cg - g0 if w else cg, g1 - g0, A[g0:g1], B[g0:g1], base[g0:g1], so - so[0], w,
-                                    t[g0:g1], half))
+                                    t[g0:g1], half, levels))
     left, right, lw_piece = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, dtype=dt)
                              for i, dt in ((0, np.int64), (1, np.int64), (2, np.float64)))
     npieces = np.concatenate([q[3] for q in parts]) if parts else np.zeros(0, dtype=np.int64)
@@ -726,9 +785,12 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     is_piece[cand_off[:-1]] = False
     is_piece[cand_off[1:] - 1] = False
     lw[is_piece] = lw_piece
-    lw[cand_off[:-1]] = np.where(has_lo, np.log(np.maximum(A, 1).astype(np.float64)) - half * L_lo, -np.inf)
-    lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(K - B, 1).astype(np.float64)) - half * L_hi, -np.inf)
-    return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right)
+    # the tails' masses: the codes 0 .. A - 1 and B + 1 .. K (at least 1: a tail that does not exist is -inf)
+    m_lo, m_hi = (A, K - B) if not levels else (levelled_mass(np.zeros_like(A), A - 1, levels),
+                                                levelled_mass(B + 1, K, levels))
+    lw[cand_off[:-1]] = np.where(has_lo, np.log(np.maximum(m_lo, 1).astype(np.float64)) - half * L_lo, -np.inf)
+    lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(m_hi, 1).astype(np.float64)) - half * L_hi, -np.inf)
+    return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right, levels)
 
 
 def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -749,4 +811,4 @@ def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np
     j = np.clip(pick - 2 * todo - 1, 0, max(pg.size - 1, 0))
     lo_y = np.where(is_lo, 0, np.where(is_hi, win.B[todo] + 1, left[j] if pg.size else 0))
     hi_y = np.where(is_lo, win.A[todo] - 1, np.where(is_hi, win.K[todo], right[j] if pg.size else 0))
-    return rng.integers(lo_y, hi_y), is_lo, is_piece
+    return levelled_integers(rng, lo_y, hi_y, win.levels), is_lo, is_piece
