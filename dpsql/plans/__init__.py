@@ -130,6 +130,7 @@ import dataclasses
 import itertools
 import math
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -793,21 +794,24 @@ class DuckSource:
     def batch(self, groups: np.ndarray) -> Batch:
         """The valid rows of ``groups``, cleaned and sorted as the list route's input: from the rows fetched by
         :meth:`fetch_rows` when they hold ``groups``, else from the rows pass of the announced piece holding
-        them (:meth:`will_batch`: the previous piece's rows are dropped first), else one pass of their own."""
+        them (:meth:`will_batch`: the previous piece's rows are dropped first; :class:`_Piece` sorts them part
+        by part), else one pass of their own."""
         have = getattr(self, "_fetched", None)
         if have is not None and groups.size and np.isin(groups, have[0]).all():
             return _take_groups(have[1], np.searchsorted(have[0], groups))
         plan = getattr(self, "_pieces", None)
         if plan is not None and groups.size:
-            pieces, of = plan
+            pieces, of, parts = plan
             k = int(of[groups[0]])
             if k >= 0 and np.all(of[groups] == k):
                 chunk = getattr(self, "_chunk", None)
-                if chunk is None or chunk[0] != k:
+                if chunk is None or chunk.index != k:
+                    if chunk is not None:
+                        chunk.close()
                     self._chunk = None  # free the previous piece's rows before the next pass
-                    chunk = self._chunk = (k, pieces[k], self._batch(pieces[k]))
-                return _take_groups(chunk[2], np.searchsorted(chunk[1], groups))
-        return self._batch(groups)
+                    chunk = self._chunk = _Piece(k, pieces[k], self._batch(pieces[k]), parts[k])
+                return chunk.take(groups)
+        return _sort_groups(self._batch(groups))
 
     def will_batch(self, parts: list[np.ndarray], rows: list[float]) -> None:
         """The core announces the parts it will ask :meth:`batch` for, in order, with their released rows
@@ -820,29 +824,34 @@ class DuckSource:
         every = np.concatenate(parts)
         if have is not None and np.isin(every, have[0]).all():
             return
-        self._chunk = None
+        self.drop_rows()
         of = np.full(self.n.size, -1, dtype=np.int64)
-        pieces, cur, acc = [], [], 0.0
+        pieces, held, cur, acc = [], [], [], 0.0
         for g, r in zip(parts, rows, strict=True):
             if cur and acc + r > ROWS_PASS_ROWS:
                 pieces.append(np.sort(np.concatenate(cur)))
+                held.append(cur)
                 cur, acc = [], 0.0
             cur.append(g)
             acc += r
         pieces.append(np.sort(np.concatenate(cur)))
+        held.append(cur)
         for k, piece in enumerate(pieces):
             of[piece] = k
-        self._pieces = (pieces, of)
+        self._pieces = (pieces, of, held)
 
     def drop_rows(self) -> None:
         """Forget the announced pieces and their rows (the end of a call; :meth:`fetch_rows`' rows, which
         other calls on the value share, stay until :func:`run` returns)."""
+        chunk = getattr(self, "_chunk", None)
+        if chunk is not None:
+            chunk.close()
         self._chunk = self._pieces = None
 
     def fetch_rows(self, groups: np.ndarray) -> Batch:
         """One pass: the rows of ``groups`` (ascending), kept for :meth:`batch` (the hybrid route: every
         group any call of the query reads as rows, fetched once)."""
-        b = self._batch(groups)
+        b = _sort_groups(self._batch(groups))
         self._fetched = (np.asarray(groups, dtype=np.int64), b)
         return b
 
@@ -852,21 +861,29 @@ class DuckSource:
 
     def _batch(self, groups: np.ndarray) -> Batch:
         """One pass: the valid rows of ``groups`` (``_g``, ``_x AS _rows_x``) as DuckDB streams them, grouped in
-        numpy (a radix argsort on the group index) and sorted per group.  Against a ``list(_x)`` hash aggregate
-        (the list route's shape): at 10**7 rows in 10**4 groups 1.2-1.4 s against 1.3-2.2 s and ~150 MB less peak
-        RSS (DuckDB holds no lists; numpy holds ~5 arrays of 8 bytes per row at the peak).  The rows' order
-        within a group is the join's, never seen: each group is sorted.  Time and memory follow the sizes."""
+        numpy (a radix argsort on the group index) and cleaned, NOT yet sorted within groups (a Batch owning its
+        values: :func:`_sort_groups` or :class:`_Piece` sort them in place).  ``_g`` comes back as the narrowest
+        unsigned type that holds the local group indices (USMALLINT up to 2**16 groups: a function of the group
+        count), which numpy's radix argsort takes as it is.  Against a ``list(_x)`` hash aggregate (the list
+        route's shape): at 10**7 rows in 10**4 groups 1.2-1.4 s against 1.3-2.2 s and ~150 MB less peak RSS
+        (DuckDB holds no lists; numpy holds ~4 arrays of 8 bytes per row at the peak).  The rows' order within a
+        group is the join's, never seen: each group is sorted.  Time and memory follow the sizes."""
         self._registered = []
         src = self._params(groups, {})
-        t = self._run(f"SELECT p._g AS _g, _x AS _rows_x FROM {src} WHERE {_VALID}")
-        g = _np(t, "_g")
-        x = t.column("_rows_x").to_numpy()
+        G = groups.size
+        t = self._run(f"SELECT CAST(p._g AS {'USMALLINT' if G <= 1 << 16 else 'UINTEGER'}) AS _g, _x AS _rows_x "
+                      f"FROM {src} WHERE {_VALID}")
+        g = t.column("_g").to_numpy(zero_copy_only=False)
+        x = t.column("_rows_x").to_numpy(zero_copy_only=False)
         del t
-        offsets = np.zeros(groups.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g, minlength=groups.size), out=offsets[1:])
-        x = x[_group_order(g, groups.size)]
+        offsets = np.zeros(G + 1, dtype=np.int64)
+        np.cumsum(np.bincount(g, minlength=G), out=offsets[1:])
+        order = _group_order(g, G)
         del g
-        return _sorted_batch(clean(x, offsets))
+        x = x[order]
+        del order
+        b = clean(x, offsets)  # a new array (the clamp): the batch owns its values
+        return b if b.values.flags.owndata else Batch(b.values.copy(), b.offsets)
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         """As value comparisons: ``raw <= thr`` is ``x < lower end of cell thr + 1`` (thr >= 0) or ``x <= -(lower
@@ -1122,19 +1139,80 @@ def _sum_by(n: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, ...]:
     return (*(k[start] for k in ks), np.add.reduceat(n[order], start).astype(np.int64))
 
 
-def _sorted_batch(b: Batch) -> Batch:
-    """``b.sorted()`` (a :class:`~dpsql.core.batch.SortedBatch`: no reference cycle, freed on its last
-    reference), without ``b``'s reference to it."""
-    s = b.sorted()
-    b._sorted = None
-    return s
+def _sort_segments(values: np.ndarray, offsets: np.ndarray, groups: range | np.ndarray) -> None:
+    """Sort ``values`` in place inside each of ``groups`` (indices into ``offsets``): one ``ndarray.sort`` per
+    group, as :meth:`dpsql.core.batch.Batch.sorted` (numpy has no segmented sort; the sort releases the GIL)."""
+    lo = offsets[:-1][groups].tolist()
+    hi = offsets[1:][groups].tolist()
+    for a, b in zip(lo, hi, strict=True):
+        if b - a > 1:
+            values[a:b].sort()
+
+
+def _sort_groups(b: Batch) -> SortedBatch:
+    """``b.sorted()`` for a batch owning its values (:meth:`DuckSource._batch`), sorted in place: the same
+    values group by group without :meth:`~dpsql.core.batch.Batch.sorted`'s copy (a
+    :class:`~dpsql.core.batch.SortedBatch`: no reference cycle)."""
+    _sort_segments(b.values, b.offsets, range(b.groups))
+    return SortedBatch(b.values, b.offsets)
+
+
+class _Piece:
+    """One piece of the hybrid route's rows (:meth:`DuckSource.will_batch`): its rows grouped and cleaned
+    (:meth:`DuckSource._batch`), sorted within groups part by part as the core asks for them.  The part asked for
+    is sorted by the caller (unless done); the piece's other parts are sorted meanwhile in one worker thread, in
+    the announced order, while the core runs the list code on the earlier parts (numpy's sort releases the GIL:
+    on a second core the sorting hides behind the mechanisms).  A lock per part makes each part sorted exactly
+    once, by whichever thread takes it first; the caller waits for a part the worker is sorting.  The result is
+    the same sorted values group by group whoever sorts (the sort's output is a function of the segment's
+    values), so no release and no draw changes; what runs where, and when, is a function of the sizes (the parts
+    and pieces: released counts) only.  A worker that fails leaves its parts to the caller (which then raises)."""
+
+    def __init__(self, index: int, groups: np.ndarray, rows: Batch, parts: list[np.ndarray]) -> None:
+        self.index, self.groups, self.values, self.offsets = index, groups, rows.values, rows.offsets
+        self.parts = [np.searchsorted(groups, p) for p in parts]
+        self.part_of = np.zeros(groups.size, dtype=np.int64)
+        for j, p in enumerate(self.parts):
+            self.part_of[p] = j
+        self.locks = [threading.Lock() for _ in self.parts]
+        self.done = [False] * len(self.parts)
+        self.worker: threading.Thread | None = None
+        if len(self.parts) > 1:
+            self.worker = threading.Thread(target=self._work, name="dpsql-rows-sort", daemon=True)
+            self.worker.start()
+
+    def _sort(self, j: int) -> None:
+        with self.locks[j]:
+            if not self.done[j]:
+                _sort_segments(self.values, self.offsets, self.parts[j])
+                self.done[j] = True
+
+    def _work(self) -> None:
+        try:
+            for j in range(1, len(self.parts)):
+                self._sort(j)
+        except BaseException:  # noqa: BLE001 - the caller sorts what is left (and raises there)
+            return
+
+    def take(self, groups: np.ndarray) -> SortedBatch:
+        """The sorted rows of ``groups`` (ascending, all in this piece): their parts sorted first."""
+        idx = np.searchsorted(self.groups, groups)
+        for j in np.unique(self.part_of[idx]).tolist():
+            self._sort(j)
+        return _take_groups(SortedBatch(self.values, self.offsets), idx)
+
+    def close(self) -> None:
+        """Wait for the worker (the next piece's pass then runs alone)."""
+        if self.worker is not None:
+            self.worker.join()
+            self.worker = None
 
 
 def _group_order(g: np.ndarray, G: int) -> np.ndarray:
-    """An order of the rows that groups them by ``g`` (in ``[0, G)``) ascending: numpy's radix sort on 16-bit
-    digits (one pass below 2**16 groups, two above)."""
+    """An order of the rows that groups them by ``g`` (in ``[0, G)``, any integer type) ascending: numpy's
+    radix sort on 16-bit digits (one pass below 2**16 groups, two above)."""
     if G <= 1 << 16:
-        return np.argsort(g.astype(np.uint16), kind="stable")
+        return np.argsort(g if g.dtype == np.uint16 else g.astype(np.uint16), kind="stable")
     o = np.argsort((g & 0xFFFF).astype(np.uint16), kind="stable")
     return o[np.argsort((g[o] >> 16).astype(np.uint16), kind="stable")]
 
