@@ -544,6 +544,7 @@ def rank_em(
     reach: int | None = None,
     sensitivity: float = 1.0,
     levels: int = 0,
+    origin: np.ndarray | None = None,
 ) -> np.ndarray:
     """Exponential mechanism over each group's integers ``0..K[g]`` for a rank target, sampled exactly
     while looking only at the data near the target.
@@ -586,7 +587,7 @@ def rank_em(
     ``benchmarks/results/roundness_proto.md`` measured Z = 16 as the candidate).
     """
     charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
-    win = rank_window(codes, offsets, K, target, window, epsilon, reach, levels)
+    win = rank_window(codes, offsets, K, target, window, epsilon, reach, levels, origin)
     t, start, stop, w, half = win.t, win.start, win.stop, win.w, win.half
     out = np.empty(K.size, dtype=np.int64)
     todo = np.arange(K.size)
@@ -611,10 +612,11 @@ def rank_em(
 
 def window_reach(K: np.ndarray, epsilon: float, levels: int = 0) -> np.ndarray:
     """:func:`rank_em`'s default reach W (ranks each side of the target) over the codes ``0..K``: the log of the
-    domain's mass plus one (``K + 2`` codes' worth; with ``levels``, :func:`levelled_mass` of ``0..K`` plus 1)."""
+    domain's mass plus one (``K + 2`` codes' worth; with ``levels`` Z, a bound on :func:`levelled_mass` of ``0..K``
+    whatever the origin, ``(Z + 1)(K + 1) + 2**(Z + 1)``: each level counts at most ``(K + 1) / 2**z + 1``
+    multiples)."""
     if levels:
-        total = np.log(levelled_mass(np.zeros_like(np.asarray(K, dtype=np.int64)), K, levels).astype(np.float64)
-                       + 1.0)
+        total = np.log((levels + 1.0) * (np.asarray(K, dtype=np.float64) + 1.0) + 2.0 ** (levels + 1))
     else:
         total = np.log(K + 2.0)
     return np.ceil(2.0 * (total + TAIL_BITS * np.log(2.0)) / epsilon).astype(np.int64) + 2
@@ -624,14 +626,16 @@ def window_reach(K: np.ndarray, epsilon: float, levels: int = 0) -> np.ndarray:
 LEVELS_MAX = 24
 
 
-def levelled_mass(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
-    """The mass of the integers ``lo..hi`` (inclusive; ``0 <= lo <= hi + 1``, an empty range weighs 0) under the
-    roundness measure with ``levels`` Z: ``m(c) = sum_{z <= min(tz(c), Z)} 2**z`` (tz: trailing zero bits; 0 has
-    all), i.e. ``sum_{z=0}^{Z} 2**z #{multiples of 2**z in [lo, hi]}``: every level z weighs about the same per
-    unit length, and a code with many trailing zeros (a round value: few significant bits) weighs up to
-    ``2**(Z + 1) - 1`` codes.  Z = 0 is the uniform measure (``hi - lo + 1``).  Exact int64 (codes below 2**50)."""
-    lo = np.asarray(lo, dtype=np.int64)
-    hi = np.asarray(hi, dtype=np.int64)
+def levelled_mass(lo: np.ndarray, hi: np.ndarray, levels: int, origin: np.ndarray | int = 0) -> np.ndarray:
+    """The mass of the integers ``lo..hi`` (inclusive; ``lo <= hi + 1``, an empty range weighs 0) under the
+    roundness measure with ``levels`` Z around ``origin``: ``m(c) = sum_{z <= min(tz(c - origin), Z)} 2**z`` (tz:
+    trailing zero bits; 0 has all), i.e. ``sum_{z=0}^{Z} 2**z #{c in [lo, hi] : 2**z divides c - origin}``: every
+    level z weighs about the same per unit length, and a code with many trailing zeros (a round value: few
+    significant bits, when the codes are signed magnitudes around ``origin``) weighs up to ``2**(Z + 1) - 1``
+    codes.  Z = 0 is the uniform measure (``hi - lo + 1``).  Exact int64 (codes below 2**50)."""
+    origin = np.asarray(origin, dtype=np.int64)
+    lo = np.asarray(lo, dtype=np.int64) - origin
+    hi = np.asarray(hi, dtype=np.int64) - origin
     if not 0 <= levels <= LEVELS_MAX:
         raise ValueError(f"levels must be in [0, {LEVELS_MAX}]")
     m = hi - lo + 1
@@ -641,16 +645,18 @@ def levelled_mass(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
     return m
 
 
-def levelled_integers(rng: Rng, lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
-    """Integers in ``[lo, hi]`` (inclusive, ``0 <= lo <= hi``) drawn with probability proportional to their
-    :func:`levelled_mass`, exactly: a level z with probability ``2**z #{multiples of 2**z} / mass`` (one uniform
-    integer below the mass), then a uniform multiple of ``2**z`` in the range; a code with tz trailing zeros is
-    reached from every level z <= min(tz, Z), so its probability is ``sum_z 2**z / mass = m(c) / mass``.  Z = 0:
-    ``rng.integers(lo, hi)`` itself (the same draws)."""
+def levelled_integers(rng: Rng, lo: np.ndarray, hi: np.ndarray, levels: int, origin: np.ndarray | int = 0
+                      ) -> np.ndarray:
+    """Integers in ``[lo, hi]`` (inclusive, ``lo <= hi``) drawn with probability proportional to their
+    :func:`levelled_mass` around ``origin``, exactly: a level z with probability ``2**z #{multiples of 2**z} /
+    mass`` (one uniform integer below the mass), then a uniform multiple of ``2**z`` (from ``origin``) in the range;
+    a code c is reached from every level z <= min(tz(c - origin), Z), so its probability is ``sum_z 2**z / mass =
+    m(c) / mass``.  Z = 0: ``rng.integers(lo, hi)`` itself (the same draws)."""
     if not levels:
         return rng.integers(lo, hi)
-    lo = np.asarray(lo, dtype=np.int64)
-    hi = np.asarray(hi, dtype=np.int64)
+    origin = np.broadcast_to(np.asarray(origin, dtype=np.int64), np.shape(lo))
+    lo = np.asarray(lo, dtype=np.int64) - origin
+    hi = np.asarray(hi, dtype=np.int64) - origin
     below = lo - 1
     z = np.arange(levels + 1, dtype=np.int64)
     cnt = (hi[:, None] >> z[None, :]) - (below[:, None] >> z[None, :])
@@ -658,7 +664,7 @@ def levelled_integers(rng: Rng, lo: np.ndarray, hi: np.ndarray, levels: int) -> 
     u = rng.integers(np.zeros(lo.size, dtype=np.int64), cum[:, -1] - 1)
     level = (cum <= u[:, None]).sum(axis=1)  # the first level whose cumulative mass exceeds u
     j = rng.integers((below >> level) + 1, hi >> level)
-    return j << level
+    return (j << level) + origin
 
 
 class RankWindow(NamedTuple):
@@ -681,8 +687,10 @@ class RankWindow(NamedTuple):
     pg: np.ndarray
     left: np.ndarray
     right: np.ndarray
-    #: the base measure's roundness levels (:func:`levelled_mass`; 0: uniform over the codes)
+    #: the base measure's roundness levels (:func:`levelled_mass`; 0: uniform over the codes) and its origin per
+    #: group (the code of 0 when codes are signed magnitudes)
     levels: int = 0
+    origin: np.ndarray | None = None
 
 
 #: codes per chunk of groups in :func:`rank_window`
@@ -699,8 +707,8 @@ def _group_chunks(off: np.ndarray, n: int) -> list[tuple[int, int]]:
 
 
 def _window_pieces(c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.ndarray, base: np.ndarray,
-                   sub_off: np.ndarray, w: int, t: np.ndarray, half: float, levels: int = 0
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   sub_off: np.ndarray, w: int, t: np.ndarray, half: float, levels: int = 0,
+                   origin: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`rank_window`'s pieces of some groups: (left end, right end, log-weight, pieces per group)."""
     if w == 0:
         left, F, Gc, npieces = _pieces0(c, G, A, B, base, sub_off)
@@ -720,13 +728,15 @@ def _window_pieces(c: np.ndarray, cg: np.ndarray, G: int, A: np.ndarray, B: np.n
     loss *= half
     length = right - left
     length += 1
-    lw_piece = np.log((levelled_mass(left, right, levels) if levels else length).astype(np.float64))
+    mass = levelled_mass(left, right, levels, np.repeat(origin, npieces)) if levels else length
+    lw_piece = np.log(mass.astype(np.float64))
     lw_piece -= loss  # log(length) - half * loss
     return left, right, lw_piece, npieces
 
 
 def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: np.ndarray, window: int,
-                epsilon: float, reach: int | None = None, levels: int = 0) -> RankWindow:
+                epsilon: float, reach: int | None = None, levels: int = 0, origin: np.ndarray | None = None
+                ) -> RankWindow:
     """:func:`rank_em`'s candidates (its docstring): reads the codes at ranks ``floor(t) - W`` and ``ceil(t) +
     W``, binary-searches each group for the codes that can move the loss inside the window and reads those;
     nothing else (so a caller may pass a codes object that knows only those positions).  Draws nothing."""
@@ -742,6 +752,8 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
         W = window_reach(K, epsilon, levels)
     else:
         W = np.full(G, int(reach), dtype=np.int64)
+    if levels:
+        origin = np.broadcast_to(np.asarray(0 if origin is None else origin, dtype=np.int64), (G,))
     i_lo = np.floor(t).astype(np.int64) - W
     i_hi = np.ceil(t).astype(np.int64) + W
     has_lo = (i_lo >= 1) & (i_lo <= sizes)  # a tail needs its bounding code to exist
@@ -772,7 +784,7 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
         cg = np.repeat(groups[g0:g1], np.diff(so))
         c = codes.take(ii, cg) if isinstance(codes, GridCodes) else codes[ii]
         parts.append(_window_pieces(c, cg - g0 if w else cg, g1 - g0, A[g0:g1], B[g0:g1], base[g0:g1], so - so[0], w,
-                                    t[g0:g1], half, levels))
+                                    t[g0:g1], half, levels, origin[g0:g1] if levels else None))
     left, right, lw_piece = (np.concatenate([q[i] for q in parts]) if parts else np.zeros(0, dtype=dt)
                              for i, dt in ((0, np.int64), (1, np.int64), (2, np.float64)))
     npieces = np.concatenate([q[3] for q in parts]) if parts else np.zeros(0, dtype=np.int64)
@@ -786,11 +798,12 @@ def rank_window(codes: np.ndarray, offsets: np.ndarray, K: np.ndarray, target: n
     is_piece[cand_off[1:] - 1] = False
     lw[is_piece] = lw_piece
     # the tails' masses: the codes 0 .. A - 1 and B + 1 .. K (at least 1: a tail that does not exist is -inf)
-    m_lo, m_hi = (A, K - B) if not levels else (levelled_mass(np.zeros_like(A), A - 1, levels),
-                                                levelled_mass(B + 1, K, levels))
+    m_lo, m_hi = (A, K - B) if not levels else (levelled_mass(np.zeros_like(A), A - 1, levels, origin),
+                                                levelled_mass(B + 1, K, levels, origin))
     lw[cand_off[:-1]] = np.where(has_lo, np.log(np.maximum(m_lo, 1).astype(np.float64)) - half * L_lo, -np.inf)
     lw[cand_off[1:] - 1] = np.where(has_hi, np.log(np.maximum(m_hi, 1).astype(np.float64)) - half * L_hi, -np.inf)
-    return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right, levels)
+    return RankWindow(t, start, stop, w, half, K, A, B, L_lo, L_hi, lw, cand_off, npieces, pg, left, right, levels,
+                      origin)
 
 
 def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -811,4 +824,5 @@ def propose(win: RankWindow, todo: np.ndarray, rng: Rng) -> tuple[np.ndarray, np
     j = np.clip(pick - 2 * todo - 1, 0, max(pg.size - 1, 0))
     lo_y = np.where(is_lo, 0, np.where(is_hi, win.B[todo] + 1, left[j] if pg.size else 0))
     hi_y = np.where(is_lo, win.A[todo] - 1, np.where(is_hi, win.K[todo], right[j] if pg.size else 0))
-    return levelled_integers(rng, lo_y, hi_y, win.levels), is_lo, is_piece
+    return (levelled_integers(rng, lo_y, hi_y, win.levels, win.origin[todo] if win.levels else 0), is_lo,
+            is_piece)

@@ -96,6 +96,12 @@ CENTRE_TOP = 24
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
+#: the quantile EMs' base measure over the codes (:func:`_quantile`, and the summary plans' mirror of it,
+#: :func:`dpsql.core.summary._window_ems`): 0 is uniform over the codes; Z > 0 adds mass to codes with trailing zero
+#: bits (round values; :func:`~dpsql.core.primitives.levelled_mass`), measured for issue 12 in
+#: benchmarks/results/roundness_proto.md (Z = 16: tied data ~4x closer in geomean, continuous unchanged); not the
+#: default until the panel has measured it through the real pipeline
+LEVELS = 0
 
 
 @functools.cache
@@ -393,7 +399,8 @@ def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np
     ``edge``: see :func:`decode`."""
     codes = FloatCodes(s.values, s.offsets, e, c, decay)
     target = p * s.sizes.astype(np.float64) + shift
-    k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng, sensitivity=max(p, 1.0 - p))
+    k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng, sensitivity=max(p, 1.0 - p),
+                levels=LEVELS, origin=codes.centre if LEVELS else None)
     return decode(k, e, c, decay, edge)
 
 

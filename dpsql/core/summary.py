@@ -474,7 +474,7 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
         sens = max(p, 1.0 - p)
         eps = epsilon / sens
         t = p * n.astype(np.float64)
-        W = window_reach(K, eps)
+        W = window_reach(K, eps, _sf.LEVELS)
         i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
         base = np.zeros(G, dtype=np.int64)
         hg, hb, hc = first
@@ -484,7 +484,7 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
         # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
         codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg], decay), hc)
         charge_pure(eps * sens, "exponential mechanism (rank window)")
-        win = rank_window(codes, offsets, K, t, 0, eps)
+        win = rank_window(codes, offsets, K, t, 0, eps, levels=_sf.LEVELS, origin=shape.centre if _sf.LEVELS else None)
         final = np.empty(G, dtype=np.int64)
         rounds = []  # (groups, proposals, envelope, E) per round with tail picks
         todo = np.arange(G)

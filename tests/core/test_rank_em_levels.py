@@ -36,6 +36,18 @@ def test_levelled_mass_is_the_sum_of_the_codes_masses(Z: int) -> None:
         assert int(v) == sum(((b >> z) - ((a - 1) >> z)) << z for z in range(Z + 1))
 
 
+def test_levelled_mass_and_integers_around_an_origin() -> None:
+    """With an origin o the levels count from o: m(c) = sum_{z <= min(tz(c - o), Z)} 2**z (codes below o too)."""
+    Z, o = 3, 21
+    lo, hi = np.array([0, 5, 17, 21]), np.array([40, 20, 30, 21])
+    want = [sum(_m(abs(c - o), Z) for c in range(a, b + 1)) for a, b in zip(lo, hi, strict=True)]
+    assert levelled_mass(lo, hi, Z, o).tolist() == want
+    n = 40000
+    draws = levelled_integers(Rng.seeded(8), np.full(n, 0), np.full(n, 40), Z, np.full(n, o))
+    m = np.array([_m(abs(c - o), Z) for c in range(41)], dtype=float)
+    _check(draws, m / m.sum())
+
+
 def test_levels_out_of_range_are_refused() -> None:
     with pytest.raises(ValueError):
         levelled_mass(np.array([0]), np.array([3]), LEVELS_MAX + 1)
@@ -89,6 +101,18 @@ def test_rank_em_with_levels_has_the_enumerated_law(case: int, reach: int | None
     draws = rank_em(flat, off, np.full(reps, K), np.full(reps, t), window, eps, Rng.seeded(31 + case), reach,
                     levels=Z)
     _check(draws, _law(np.array(codes), K, t, window, eps, Z))
+
+
+def test_rank_em_with_levels_around_an_origin_has_the_enumerated_law() -> None:
+    codes, K, t = CASES[1]
+    eps, Z, reps, o = 0.6, 4, 20000, 19
+    flat = np.tile(np.asarray(codes, dtype=np.int64), reps)
+    off = np.arange(reps + 1, dtype=np.int64) * len(codes)
+    draws = rank_em(flat, off, np.full(reps, K), np.full(reps, t), 0, eps, Rng.seeded(3), 2, levels=Z,
+                    origin=np.full(reps, o))
+    lo = _loss(np.array(codes), K, t, 0)
+    p = np.array([_m(abs(c - o), Z) for c in range(K + 1)]) * np.exp(-eps * (lo - lo.min()) / 2.0)
+    _check(draws, p / p.sum())
 
 
 def test_rank_em_levels_pull_to_a_round_tie() -> None:
