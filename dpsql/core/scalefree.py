@@ -112,8 +112,8 @@ SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
 #: paired, R = 100 per cell, 69 cells with n eps >= 100; Z = 16 against 0): geomean error x0.50 (median), x0.82
 #: (p90), x0.58 (IQR), x1.01 (mean, sum: their centre and cap); against the best exact-bounded peer the median
 #: 1.05 -> 0.38, p90 0.81 -> 0.63, IQR 0.78 -> 0.41; no cell worse beyond noise (the worst, 1.6-1.7x at R = 100,
-#: 0.8-1.5x at R = 400 with two more seeds); the prototype (roundness_proto.md) found larger Z pulling continuous data onto values
-#: like 1.0 or 1e6 (up to 6.6x, 16x on a probe), Z = 16 at most 2.1x on the probe
+#: 0.8-1.5x at R = 400 with two more seeds); the prototype (roundness_proto.md) found larger Z pulling continuous
+#: data onto values like 1.0 or 1e6 (up to 6.6x, 16x on a probe), Z = 16 at most 2.1x on the probe
 LEVELS = 16
 
 
