@@ -20,7 +20,6 @@ Writes ``results/levels.md``.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import time
@@ -28,6 +27,7 @@ import time
 import numpy as np
 from accuracy import errors, replicate, truth_and_scale
 from common import RESULTS, exact, fmt, md_table, panel, seed_of
+from roundness_proto import references
 
 from dpsql.core import scalefree as sf
 from dpsql.core.accounting import Privacy
@@ -51,17 +51,8 @@ def run(agg: str, batch, eps: float, rng: Rng) -> np.ndarray:  # noqa: ANN001
 
 
 def peers() -> dict:
-    ref: dict = {}
-    with open(os.path.join(RESULTS, "panel.csv")) as f:
-        for row in csv.DictReader(f):
-            try:
-                v = float(row["median_err"])
-            except ValueError:
-                continue
-            if row["system"] not in ("dpsql", "line") and row["mode"] == "oracle" and not math.isnan(v):
-                key = (row["aggregate"], row["dataset"], int(row["n"]), float(row["eps"]))
-                ref[key] = min(ref.get(key, math.inf), v)
-    return ref
+    """(agg, dataset, n, eps) -> the best exact-bounded peer's error in results/panel.csv."""
+    return {k: r["peer"] for k, r in references().items() if "peer" in r}
 
 
 def _gm(v: list[float]) -> float:
