@@ -578,13 +578,13 @@ def rank_em(
     target) per group after the sort, instead of O(n); small groups fall back to the whole domain.
 
     ``levels`` Z > 0 (default 0: uniform over the codes) gives the EM the roundness base measure of
-    :func:`levelled_mass`: ``P(y) ~ m(y) exp(-eps l(y) / 2)`` with ``m(y) = sum_{z <= min(tz(y), Z)} 2**z``, so codes
-    with many trailing zero bits (round values, e.g. the tied integers of SQL data) weigh more.  A base measure
-    fixed by public values changes no privacy argument (the ratio of densities on neighbours is the loss's, the
-    normaliser's ratio bounded the same way).  Sampling as above with every ``length`` / ``|tail|`` replaced by its
-    mass and every uniform integer by :func:`levelled_integers`; the reach uses the domain's mass (at most
-    ``(Z + 1)(K + 1) + 2**(Z + 1)``), so the envelopes' bound holds.  Not used by a default yet (issue 12:
-    ``benchmarks/results/roundness_proto.md`` measured Z = 16 as the candidate).
+    :func:`levelled_mass` around ``origin`` (per group; ignored at Z = 0): ``P(y) ~ m(y) exp(-eps l(y) / 2)`` with
+    ``m(y) = sum_{z <= min(tz(y - origin), Z)} 2**z``, so codes with many trailing zero bits (round values, e.g. the
+    tied integers of SQL data) weigh more.  A base measure fixed by public values changes no privacy argument (the
+    ratio of densities on neighbours is the loss's, the normaliser's ratio bounded the same way).  Sampling as
+    above with every ``length`` / ``|tail|`` replaced by its mass and every uniform integer by
+    :func:`levelled_integers`; the reach uses the domain's mass (at most ``(Z + 1)(K + 1) + 2**(Z + 1)``), so the
+    envelopes' bound holds.  The scale-free quantiles use Z = :data:`dpsql.core.scalefree.LEVELS`.
     """
     charge_pure(epsilon * sensitivity, "exponential mechanism (rank window)")
     win = rank_window(codes, offsets, K, target, window, epsilon, reach, levels, origin)

@@ -414,7 +414,7 @@ def _quantile(s: Batch, e: np.ndarray, p: float, epsilon: float, rng: Rng, c: np
     target = p * s.sizes.astype(np.float64) + shift
     levels = 0 if edge else LEVELS  # interval endpoints keep the uniform measure (their coverage was measured so)
     k = rank_em(codes, s.offsets, codes.K, target, 0, epsilon / max(p, 1.0 - p), rng, sensitivity=max(p, 1.0 - p),
-                levels=levels, origin=codes.centre if levels else None)
+                levels=levels, origin=codes.centre)
     return decode(k, e, c, decay, edge)
 
 

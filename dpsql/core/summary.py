@@ -484,7 +484,7 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
         # the known codes: raw codes mapped to true codes (adjacent raw codes may share one; runs stay sorted)
         codes = _KnownCodes(offsets, base, K, hg, true_codes(hb, e[hg], decay), hc)
         charge_pure(eps * sens, "exponential mechanism (rank window)")
-        win = rank_window(codes, offsets, K, t, 0, eps, levels=_sf.LEVELS, origin=shape.centre if _sf.LEVELS else None)
+        win = rank_window(codes, offsets, K, t, 0, eps, levels=_sf.LEVELS, origin=shape.centre)
         final = np.empty(G, dtype=np.int64)
         rounds = []  # (groups, proposals, envelope, E) per round with tail picks
         todo = np.arange(G)
