@@ -40,6 +40,7 @@ __all__ = [
     "random_pairs",
     "iqr_lower_bound",
     "iqr_lower_bound_from",
+    "ZERO_GAP",
     "radius",
     "private_quantile_in",
     "infinite_range",
@@ -100,8 +101,13 @@ def _gap_exponent_counts(
     return search
 
 
+#: A zero pair gap's weight in :func:`iqr_lower_bound`'s queries when ``ties=True`` (the paper's 13 counts it as a
+#: small gap, like any gap <= x; -3 would count it as a large one).
+ZERO_GAP = 1
+
+
 def iqr_lower_bound(
-    batch: Batch, epsilon: float, rng: Rng, pairs: tuple | None = None
+    batch: Batch, epsilon: float, rng: Rng, pairs: tuple | None = None, ties: bool = False
 ) -> np.ndarray:
     """EstimateIQRLowerBound (seed 003 Alg. 7), add/remove form.  Returns a power of two per group.
 
@@ -111,29 +117,43 @@ def iqr_lower_bound(
     ``Count >= 3n'/16`` without n).  Proof sketch: under the matching coupling one gap leaves and at
     most one joins, changing the query by -13, +3, or their difference with +13/-3: at most 16; SVT with
     sensitivity 16 is eps/2-DP; two adaptive SVTs compose to eps.  Output floored at ``B_MIN``.
+
+    ``ties=True`` (the scale-free floor): a zero gap adds ``ZERO_GAP`` to a query instead of 13 (the queries
+    ``16 #{Y <= x} - 3 |G| - (13 - ZERO_GAP) #{Y = 0}``).  Seed 003 counts a zero gap as small at every x, so
+    when more than 3/16 of the pairs are ties the downward scan never stops and the bound is ``B_MIN``, though
+    the data may be a few values far apart ({-5, -2, 7}: the scale-free codes then put ~1000 octaves of tiny
+    values between -2 and 7).  With weight 1 the scan stops below the smallest non-zero gaps unless zero gaps
+    are more than 3/4 of the pairs (a tie block of more than 3/4 of the rows, where ``B_MIN`` is harmless: a
+    quantile inside the block is the tie value, at any floor).  Same proof: every gap adds one of
+    -3, ``ZERO_GAP``, 13 to a query, a range of 16 for any weight in [-3, 13], so the sensitivity stays 16.
     """
     G = batch.groups
     a, b, pg = pairs if pairs is not None else random_pairs(batch, rng)
-    return iqr_lower_bound_from(_gap_exponent_counts(np.abs(a - b), pg, G), np.bincount(pg, minlength=G), epsilon,
-                                rng)
+    y = np.abs(a - b)
+    zeros = np.bincount(pg[y == 0], minlength=G) if ties else None
+    return iqr_lower_bound_from(_gap_exponent_counts(y, pg, G), np.bincount(pg, minlength=G), epsilon, rng, zeros)
 
 
 def iqr_lower_bound_from(
-    count_le: Callable[[np.ndarray, np.ndarray], np.ndarray], npairs: np.ndarray, epsilon: float, rng: Rng
+    count_le: Callable[[np.ndarray, np.ndarray], np.ndarray], npairs: np.ndarray, epsilon: float, rng: Rng,
+    zeros: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`iqr_lower_bound` from its data summary: ``count_le(g, k)``, #{pair gaps of group g[i] that are
     <= 2**k[j]} (a matrix), and the pairs per group ``npairs`` (a summary route computes both without the
-    rows).  The same queries, thresholds and draws; cost eps (pure), proof as there."""
+    rows); ``zeros``: the zero gaps per group (``ties=True``; None: seed 003's queries).  The same queries,
+    thresholds and draws; cost eps (pure), proof as there."""
     npairs = np.asarray(npairs, dtype=np.int64)
     G = npairs.size
+    # 3 |G| + (13 - ZERO_GAP) #{Y = 0}: the query's part that does not depend on x
+    base = 3 * npairs if zeros is None else 3 * npairs + (13 - ZERO_GAP) * np.asarray(zeros, dtype=np.int64)
 
     def up(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
         c = count_le(active, ks - 1)  # x_i = 2**(i-1)
-        return 16 * c - 3 * npairs[active][:, None]
+        return 16 * c - base[active][:, None]
 
     def down(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
         c = count_le(active, -(ks - 1))  # x_j = 2**-(j-1)
-        return 3 * npairs[active][:, None] - 16 * c
+        return base[active][:, None] - 16 * c
 
     i = svt_scan(up, G, 0, 16, epsilon / 2.0, rng, K_UP)
     with np.errstate(over="ignore"):

@@ -375,7 +375,8 @@ def floor_rate(n_hat: np.ndarray, epsilon: float) -> np.ndarray:
 
 
 def floor_exponent(s: Batch, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None) -> np.ndarray:
-    """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP), clamped to the float range.
+    """``e`` with ``2**e`` = seed 003's private IQR lower bound (eps-DP) with zero gaps discounted (``ties=True``:
+    tied values do not drive it to ``B_MIN``), clamped to the float range.
 
     With ``FLOOR_SAMPLE`` on and a released count ``n_hat`` per group, the bound of a group is computed on a
     Poisson subsample of its rows at rate ``eta = floor_rate(n_hat, eps)``, at ``eps' = amplified(eps, eta)``
@@ -390,7 +391,7 @@ def floor_exponent(s: Batch, epsilon: float, rng: Rng, n_hat: np.ndarray | None 
     or twice (a relative error of a few ulps in eps', so in the cost).  Running time follows the kept rows'
     number, Binomial(n, eta): it depends on n, as everything's does, not on the values."""
     if not FLOOR_SAMPLE or n_hat is None:
-        return floor_exponent_of(iqr_lower_bound(s, epsilon, rng))
+        return floor_exponent_of(iqr_lower_bound(s, epsilon, rng, ties=True))
     eta = floor_rate(n_hat, epsilon)
     out = np.empty(s.groups, dtype=np.int64)
     for r in np.unique(eta)[::-1]:  # the rate-1 class first
@@ -398,10 +399,10 @@ def floor_exponent(s: Batch, epsilon: float, rng: Rng, n_hat: np.ndarray | None 
         sub = s if idx.size == s.groups else _groups(s, idx)
         r = float(r)
         if r >= 1.0:
-            out[idx] = floor_exponent_of(iqr_lower_bound(sub, epsilon, rng))
+            out[idx] = floor_exponent_of(iqr_lower_bound(sub, epsilon, rng, ties=True))
             continue
         with subsampled(r, "floor"):
-            out[idx] = floor_exponent_of(iqr_lower_bound(subsample(sub, r, rng), amplified(epsilon, r), rng))
+            out[idx] = floor_exponent_of(iqr_lower_bound(subsample(sub, r, rng), amplified(epsilon, r), rng, ties=True))
     return out
 
 

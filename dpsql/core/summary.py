@@ -101,10 +101,20 @@ from .scalefree import (
 from .spending import charge_pure, subsampled
 
 __all__ = ["Source", "BatchSource", "median", "quantile", "quantiles", "iqr", "IQR_PS", "released_count", "row_groups",
-           "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI", "row_parts", "announce_rows"]
+           "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI", "GAP_ZERO", "gap_keys", "row_parts",
+           "announce_rows"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
+#: the key of a zero gap (below every clipped exponent: ``count_le`` counts it at every k, as the pairs' does; the
+#: floor reads the zero gaps' number from it, :func:`~dpsql.core.ranges.iqr_lower_bound`'s ``ties``)
+GAP_ZERO = GAP_LO - 1
+
+
+def gap_keys(y: np.ndarray) -> np.ndarray:
+    """The gap histogram's key of each gap ``y >= 0``: ``GAP_ZERO`` for 0, else ``ceil_log2(y)`` clipped into
+    [GAP_LO, GAP_HI]."""
+    return np.where(y == 0, GAP_ZERO, np.clip(ceil_log2(y), GAP_LO, GAP_HI))
 
 
 class Source(Protocol):
@@ -263,7 +273,7 @@ class BatchSource:
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         sub = self._sub(groups)
         a, b, pg = random_pairs(sub if rate >= 1.0 else subsample(sub, rate, rng), rng)
-        return self._count(pg, np.clip(ceil_log2(np.abs(a - b)), GAP_LO, GAP_HI))
+        return self._count(pg, gap_keys(np.abs(a - b)))
 
     def bucket_histogram(self, groups, e, shift, prev, lo, hi):  # noqa: ANN001, ANN201, D102
         sub = self._sub(groups)
@@ -290,24 +300,27 @@ class BatchSource:
 
 def floor_from_histogram(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int, epsilon: float,
                          rng: Rng) -> np.ndarray:
-    """Seed 003's IQR lower bound (:func:`~dpsql.core.ranges.iqr_lower_bound`, eps-DP) from the gap-exponent
-    histogram (group, exponent, count), through :func:`~dpsql.core.ranges.iqr_lower_bound_from`: the same
-    queries, thresholds and draws as on the pairs (tests/core/test_summary.py compares the two)."""
-    width = GAP_HI - GAP_LO + 1
+    """The scale-free floor (:func:`~dpsql.core.ranges.iqr_lower_bound` with ``ties=True``, eps-DP) from the
+    gap-exponent histogram (group, key, count; keys from :func:`gap_keys`), through
+    :func:`~dpsql.core.ranges.iqr_lower_bound_from`: the same queries, thresholds and draws as on the pairs
+    (tests/core/test_summary.py compares the two)."""
+    width = GAP_HI - GAP_ZERO + 1
     npairs = np.bincount(g, weights=c, minlength=G).astype(np.int64)
-    key = g * width + (k - GAP_LO)
+    zero = k == GAP_ZERO
+    zeros = np.bincount(g[zero], weights=c[zero], minlength=G).astype(np.int64)
+    key = g * width + (k - GAP_ZERO)
     order = np.argsort(key, kind="stable")
     key, cum = key[order], np.cumsum(c[order])
     first = np.searchsorted(key, np.arange(G, dtype=np.int64) * width)
     before = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0) if key.size else np.zeros(G, dtype=np.int64)
 
     def count_le(gg: np.ndarray, ks: np.ndarray) -> np.ndarray:
-        q = (gg * width)[:, None] + (np.clip(ks, GAP_LO, GAP_HI) - GAP_LO)[None, :]
+        q = (gg * width)[:, None] + (np.clip(ks, GAP_LO, GAP_HI) - GAP_ZERO)[None, :]
         pos = np.searchsorted(key, q, side="right")
         upto = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0) if key.size else np.zeros(q.shape, np.int64)
         return upto - before[gg][:, None]
 
-    return iqr_lower_bound_from(count_le, npairs, epsilon, rng)
+    return iqr_lower_bound_from(count_le, npairs, epsilon, rng, zeros)
 
 
 class _KnownCodes:

@@ -556,7 +556,7 @@ class DuckSource:
     @staticmethod
     def _gap_k() -> str:
         """The clipped gap exponent of a row of :meth:`_pairs_sql` with ``_lg = log2(_gap)``."""
-        return (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_LO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
+        return (f"CASE WHEN _gap = 0 THEN {core_summary.GAP_ZERO} ELSE greatest(least({_ceil_log2('_gap', '_lg')}, "
                 f"{core_summary.GAP_HI}), {core_summary.GAP_LO}) END")
 
     def _gap_sql(self, rows: str, partition: bool) -> str:

@@ -9,7 +9,6 @@ import pytest
 
 from dpsql.core import Params, get_method, summary
 from dpsql.core.batch import Batch
-from dpsql.core.primitives import ceil_log2
 from dpsql.core.ranges import iqr_lower_bound, random_pairs
 from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import E_MIN, E_TOP, FloatCodes, run_quantile
@@ -61,9 +60,9 @@ def test_floor_from_histogram_is_iqr_lower_bound(trial: int) -> None:
     r = np.random.default_rng(trial)
     b = Batch.from_lists(_lists(r)).sorted()
     pairs = random_pairs(b, Rng.seeded(trial))
-    want = iqr_lower_bound(b, 0.3, Rng.seeded(100 + trial), pairs)
+    want = iqr_lower_bound(b, 0.3, Rng.seeded(100 + trial), pairs, ties=True)
     a, c, pg = pairs
-    k = np.clip(ceil_log2(np.abs(a - c)), summary.GAP_LO, summary.GAP_HI)
+    k = summary.gap_keys(np.abs(a - c))
     key, cnt = np.unique(np.stack([pg, k]), axis=1, return_counts=True) if pg.size else (np.zeros((2, 0), int), [])
     got = summary.floor_from_histogram(key[0], key[1], np.asarray(cnt, dtype=np.int64), b.groups, 0.3,
                                        Rng.seeded(100 + trial))

@@ -79,7 +79,7 @@ def test_duckdb_salted_hash_is_xor_separable_and_not_uniform() -> None:
 
 
 def _zero_gap_counts(g: np.ndarray, k: np.ndarray, c: np.ndarray, G: int) -> np.ndarray:
-    zero = k == summary.GAP_LO
+    zero = k == summary.GAP_ZERO
     return np.bincount(g[zero], weights=c[zero], minlength=G).astype(np.int64)
 
 

@@ -18,7 +18,6 @@ import dpsql.duck as duck
 from dpsql import plans
 from dpsql.core import Params, get_method, scalefree, summary
 from dpsql.core.batch import Batch
-from dpsql.core.primitives import ceil_log2
 from dpsql.core.registry import budget_of
 from dpsql.core.scalefree import run_quantile
 from dpsql.noise import Rng
@@ -80,7 +79,7 @@ class _Replay(summary.BatchSource):
             w = v[np.argsort(keys)]
             m = w.size // 2
             gs.append(np.full(m, i))
-            ks.append(np.clip(ceil_log2(np.abs(w[0:2 * m:2] - w[1:2 * m:2])), summary.GAP_LO, summary.GAP_HI))
+            ks.append(summary.gap_keys(np.abs(w[0:2 * m:2] - w[1:2 * m:2])))
         return self._count(np.concatenate(gs).astype(np.int64), np.concatenate(ks).astype(np.int64))
 
 
