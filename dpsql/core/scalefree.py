@@ -74,7 +74,7 @@ from .registry import Method, Params
 from .spending import subsampled
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT", "centre", "floor_exponent",
-           "near_exponent", "octave_table", "quantile_ci"]
+           "near_exponent", "near_classes", "octave_table", "quantile_ci"]
 
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
@@ -106,6 +106,15 @@ CENTRE_TOP = 24
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
+#: the near route's classes by the released count (:func:`near_classes`): from ``n_hat eps`` = NEAR_FROM[0] the
+#: floor takes 0.05 and the centre 0.30, from NEAR_FROM[1] the centre 0.20; the mechanisms the rest.  The centre
+#: needs ``n eps_centre`` ~ 45-60 to find data far from 0 (at n eps = 100 with 0.20: N(1e6, 10)'s p90 1e11 IQR
+#: off in every run), but beyond that its share was the mechanisms' loss.  Issue 12, measured on the panel's data
+#: at n eps = 100-1000 (paired, R = 100; IQR, p75, p90 on the near route): geomean error x0.67 at n eps <= 342,
+#: x0.78 at 250-1000, no cell worse than x1.2, runs > 1 IQR off 8.8 % -> 7.1 % and 1.4 % -> 0.6 %
+SPLIT_NEAR_MID = {"count": 0.05, "bound": 0.05, "centre": 0.30, "em": 0.60}
+SPLIT_NEAR_HIGH = {"count": 0.05, "bound": 0.05, "centre": 0.20, "em": 0.70}
+NEAR_FROM = (150.0, 250.0)
 #: the point EMs' base measure over the codes (:func:`_quantile` without ``edge``, and the summary plans' mirror of
 #: it, :func:`dpsql.core.summary._window_ems`): Z levels of roundness around the code of 0 (module docstring,
 #: "Round values"); 0 is uniform over the codes.  Issue 12, benchmarks/results/levels.md (the methods themselves,
@@ -504,7 +513,7 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
     """The ``ps``-quantiles per group, routed on a released count (module docstring), each as (value, lo,
     hi) (lo = hi = value without ``level``; each quantile's interval at ``1 - (1 - level) / len(ps)``).
     Cost: count ``SPLIT_TAIL['count'] eps``, then per group the floor and ``(centre + em) eps`` of
-    ``SPLIT_TAIL`` (wide) or ``SPLIT_NEAR`` (near) (each
+    ``SPLIT_TAIL`` (wide) or the near class's split (:func:`near_classes`; near) (each
     quantile gets an equal part of the mechanisms' share), or NULL when ``n_hat eps < NULL_BELOW['tail']``.
     The route is post-processing of the released count."""
     n_hat = noisy_count(s, SPLIT_TAIL["count"] * epsilon, rng)
@@ -512,12 +521,14 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
     null = n_hat * epsilon < NULL_BELOW["tail"]
     out = [tuple(np.full(s.groups, np.nan) for _ in range(3)) for _ in ps]
     each = None if level is None else 1.0 - (1.0 - level) / len(ps)
-    for route in (True, False):
-        idx = np.flatnonzero((wide == route) & ~null)
+    near = np.flatnonzero(~wide & ~null)
+    classes = [(SPLIT_TAIL, np.flatnonzero(wide & ~null))] + [(sp, near[k]) for sp, k in near_classes(n_hat[near],
+                                                                                                       epsilon)]
+    for sp, idx in classes:
+        route = sp is SPLIT_TAIL
         if not idx.size:
             continue
         sub = _groups(s, idx)
-        sp = SPLIT_TAIL if route else SPLIT_NEAR
         ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[idx])
         c = None if route else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
         share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
@@ -528,6 +539,18 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
             for a, b in zip(q, got, strict=True):
                 a[idx] = b
     return out
+
+
+def near_classes(n_hat: np.ndarray, epsilon: float) -> list[tuple[dict[str, float], np.ndarray]]:
+    """The near route's classes by the released count (post-processing): ``(split, positions)`` for the non-empty
+    ones of ``SPLIT_NEAR`` (``n_hat eps < NEAR_FROM[0]``), ``SPLIT_NEAR_MID`` and ``SPLIT_NEAR_HIGH``
+    (``>= NEAR_FROM[1]``), in that order; positions index ``n_hat``.  The list route and the summary route
+    (:mod:`~dpsql.core.summary`) both split with this."""
+    ne = n_hat * epsilon
+    lo, hi = NEAR_FROM
+    classes = ((SPLIT_NEAR, np.flatnonzero(ne < lo)), (SPLIT_NEAR_MID, np.flatnonzero((ne >= lo) & (ne < hi))),
+               (SPLIT_NEAR_HIGH, np.flatnonzero(ne >= hi)))
+    return [(sp, idx) for sp, idx in classes if idx.size]
 
 
 def median_classes(n_hat: np.ndarray, epsilon: float) -> list[tuple[dict[str, float], np.ndarray]]:
@@ -563,10 +586,11 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
     lower bound as the code floor (0.15 eps below ``n_hat eps = LOW_UNTIL``, 0.05 above) and one exponential
     mechanism over the log-uniform codes (the rest).  Other p: a count (0.05 eps),
     then per group, routed on it, either the floor (0.05 eps) and the mechanism on the log-uniform codes
-    (0.90 eps), or ``SPLIT_NEAR``: the floor (0.10 eps, clamped near the centre: :func:`near_exponent`), a
-    centre (the median at 0.45 eps) and the mechanism on codes of ``y - centre`` with the octave-decaying
-    measure (0.40 eps).  Loss sensitivity max(p, 1 - p).  NULL when the released count is below
-    ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
+    (0.90 eps), or the near route (:func:`near_classes`: below ``n_hat eps = 150`` ``SPLIT_NEAR``, the floor at
+    0.10 eps, clamped near the centre: :func:`near_exponent`, a centre, the median at 0.45 eps, and the mechanism
+    on codes of ``y - centre`` with the octave-decaying measure at 0.40 eps; from 150 floor / centre / mechanism
+    0.05 / 0.30 / 0.60, from 250 0.05 / 0.20 / 0.70).  Loss sensitivity max(p, 1 - p).  NULL when the released
+    count is below ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
     return _run_quantile(batch, budget, params, rng, None)[0]
 
 

@@ -84,7 +84,6 @@ from .scalefree import (
     NULL_BELOW,
     ROUTE,
     SPLIT,
-    SPLIT_NEAR,
     SPLIT_TAIL,
     ZONE,
     ZONE_ABOVE,
@@ -94,6 +93,7 @@ from .scalefree import (
     floor_exponent,
     floor_exponent_of,
     median_classes,
+    near_classes,
     near_exponent,
     octave_table,
     quantile_ci,
@@ -717,15 +717,17 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
         for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
             o[idx] = decode(k, e)
     idx = np.flatnonzero(~wide & ~null)
-    # the near route in parts of ROWS_CHUNK released rows (:func:`row_parts`; one part: the list route's draws)
-    for g in announce_rows(src, row_parts(idx, n_hat), n_hat) if idx.size else ():
+    # the near route by class (:func:`~dpsql.core.scalefree.near_classes`), each in parts of ROWS_CHUNK released rows
+    # (:func:`row_parts`; one part per class: the list route's draws)
+    parts = [(sp, g) for sp, k in near_classes(n_hat[idx], epsilon) for g in row_parts(idx[k], n_hat)]
+    for (sp, _), g in zip(parts, announce_rows(src, [g for _, g in parts], n_hat) if parts else (), strict=True):
         sub = src.batch(g)
-        ee = floor_exponent(sub, SPLIT_NEAR["bound"] * epsilon, rng, n_hat[g])
-        c = centre(sub, np.minimum(ee, CENTRE_TOP), SPLIT_NEAR["centre"] * epsilon, rng)
+        ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[g])
+        c = centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
         ee = near_exponent(ee, c)
         for o, p in zip(out, ps, strict=True):
-            o[g] = quantile_ci(sub, ee, p, SPLIT_NEAR["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[g],
-                               SPLIT_NEAR["count"] * epsilon)[0]
+            o[g] = quantile_ci(sub, ee, p, sp["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[g],
+                               sp["count"] * epsilon)[0]
     return out
 
 

@@ -243,3 +243,29 @@ def test_null_when_the_released_count_is_too_small(aggregate, p):
     x = list(np.random.default_rng(1).normal(200.0, 10.0, 50))
     out = run(aggregate, Batch.from_lists([x] * 400), Params(epsilon=0.1, p=p), method="scalefree", rng=Rng.seeded(9))
     assert np.mean(np.isnan(out)) > 0.75  # the count at 0.05 eps has noise 20 / eps: the route is noisy too
+
+
+def test_near_classes_are_post_processing_of_the_count():
+    n_hat = np.array([-3.0, 0.0, 59.0, 149.9, 150.0, 249.0, 250.0, 1e9])
+    got = S.near_classes(n_hat, 1.0)
+    assert [sp for sp, _ in got] == [S.SPLIT_NEAR, S.SPLIT_NEAR_MID, S.SPLIT_NEAR_HIGH]
+    assert [list(i) for _, i in got] == [[0, 1, 2, 3], [4, 5], [6, 7]]
+    assert S.near_classes(np.zeros(0), 1.0) == []
+
+
+#: the matrix's 40-row neighbours at eps 5 and 8: released counts ~200 (SPLIT_NEAR_MID) and ~320 (SPLIT_NEAR_HIGH),
+#: still the near route for p90 (n eps 0.1 < 100) and for the IQR (n eps 0.25 < 100)
+_NEAR_CELLS = [(pair, eps, agg) for pair in ("one_at_+1e300", "one_at_-inf", "far_outlier_1e15", "equal_plus_far",
+                                             "two_far_clusters", "empty_vs_one")
+               for eps in (5.0, 8.0) for agg in ("p90", "iqr")]
+
+
+@pytest.mark.parametrize(("pair", "epsilon", "agg"), _NEAR_CELLS)
+def test_near_route_classes_at_the_extremes(pair, epsilon, agg):
+    """The near route's mid and high classes (:func:`~dpsql.core.scalefree.near_classes`) on extreme neighbours,
+    1000 runs a side (the classes depend on n eps only: the smallest epsilon would need ~2e8 rows per run)."""
+    aggregate, p = ("quantile", 0.9) if agg == "p90" else ("iqr", 0.5)
+    params = matrix_params(aggregate, "scalefree", epsilon, p=p)
+    eps, claim, note = matrix_cell(aggregate, "scalefree", params, pair, 1000,
+                                   zlib.crc32(f"near{pair}{epsilon}{agg}".encode()))
+    assert eps <= claim, (eps, claim, note)
