@@ -102,7 +102,7 @@ from .spending import charge_pure, subsampled
 
 __all__ = ["Source", "BatchSource", "median", "quantile", "quantiles", "iqr", "IQR_PS", "released_count", "row_groups",
            "floor_from_histogram", "ladder", "first_buckets", "GAP_LO", "GAP_HI", "GAP_ZERO", "gap_keys", "row_parts",
-           "announce_rows"]
+           "announce_rows", "announce_classes"]
 #: gap exponents are clipped into [GAP_LO, GAP_HI] (every exponent seed 003's scans ask about, with a margin;
 #: ranges' ``_CL_LO`` / ``_CL_HI``: the clip changes no count they read)
 GAP_LO, GAP_HI = -(K_DOWN - 2) - 2, K_UP - 2 + 1
@@ -598,29 +598,45 @@ def row_parts(rows: np.ndarray, n_hat: np.ndarray) -> list[np.ndarray]:
 
 def announce_rows(src: object, parts: list[np.ndarray], n_hat: np.ndarray) -> list[np.ndarray]:
     """Tell ``src`` (its optional ``will_batch(parts, rows)``) which ``parts`` it will be asked for by
-    :meth:`Source.batch`, in this order, with their released rows; returns ``parts``.  Released values only."""
+    :meth:`Source.batch`, in this order, with their released rows; returns ``parts``.  Released values only.
+    Once per call, before its first :meth:`Source.batch`, with every part of the call (:func:`announce_classes`):
+    a source may fetch them in pieces, one pass each, and a second announcement starts new pieces."""
     hook = getattr(src, "will_batch", None)
     if hook is not None and parts:
         hook(parts, [float(np.maximum(n_hat[g], 1.0).sum()) for g in parts])
     return parts
 
 
+def announce_classes(src: object, rows: list[np.ndarray], n_hat: np.ndarray) -> list[list[np.ndarray]]:
+    """The row parts (:func:`row_parts`) of each class's ``rows`` (one array per class, in the order the call runs
+    the classes), announced ONCE for the whole call (:func:`announce_rows`: all classes' parts, in that order);
+    returns each class's parts (none for an empty class).  Announcing draws nothing: the classes keep their order
+    and their parts (each class cut on its own, as before), so every draw stays; only the source's pieces change
+    (a class of two groups no longer costs a rows pass of its own).  Released counts only."""
+    per = [row_parts(r, n_hat) if r.size else [] for r in rows]
+    announce_rows(src, [g for p in per for g in p], n_hat)
+    return per
+
+
 def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: float, eps_em: float, p: float,
-                rng: Rng) -> np.ndarray:
+                rng: Rng, parts: list[np.ndarray] | None = None) -> np.ndarray:
     """The list route's code for the groups ``rows`` of one class (floor at ``eps_bound`` with the floor's Poisson
     rate from the released count, then the mechanism at ``eps_em`` on the log-uniform codes) on their rows,
     chunk by chunk (:data:`ROWS_CHUNK`, cut on released counts): each group's mechanisms and inputs are the list
-    route's, the chunks only reorder independent draws (one chunk: the list route's draws)."""
-    return _rows_routes(src, rows, n_hat, eps_bound, eps_em, (p,), rng)[0]
+    route's, the chunks only reorder independent draws (one chunk: the list route's draws).  ``parts``: ``rows``'
+    parts, already announced with the call's others (:func:`announce_classes`); else cut and announced here."""
+    return _rows_routes(src, rows, n_hat, eps_bound, eps_em, (p,), rng, parts)[0]
 
 
 def _rows_routes(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: float, eps_em: float,
-                 ps: tuple[float, ...], rng: Rng) -> list[np.ndarray]:
+                 ps: tuple[float, ...], rng: Rng, parts: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """:func:`_rows_route` for several levels: per chunk the floor once, then the mechanism at ``eps_em`` for each
     p of ``ps`` in order (the list route's ``_tail_quantiles`` on a wide class)."""
     out = [np.empty(rows.size) for _ in ps]
     at = 0
-    for g in announce_rows(src, row_parts(rows, n_hat), n_hat):
+    if parts is None:
+        parts = announce_rows(src, row_parts(rows, n_hat), n_hat)
+    for g in parts:
         part = slice(at, at + g.size)
         at += g.size
         sub = src.batch(g)
@@ -647,10 +663,14 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5, n_hat: np.ndar
     if n_hat is None:
         n_hat = released_count(src, epsilon, rng)
     out = np.full(n.size, np.nan)
-    for sp, idx in median_classes(n_hat, epsilon):
+    classes = median_classes(n_hat, epsilon)
+    # every class's rows announced at once, in the order asked for (one rows pass when they fit one piece)
+    parts = announce_classes(src, [idx[n_hat[idx] < small] for _, idx in classes], n_hat)
+    for (sp, idx), pc in zip(classes, parts, strict=True):
         few = n_hat[idx] < small
         if few.any():
-            out[idx[few]] = _rows_route(src, idx[few], n_hat, sp["bound"] * epsilon, sp["em"] * epsilon, p, rng)
+            out[idx[few]] = _rows_route(src, idx[few], n_hat, sp["bound"] * epsilon, sp["em"] * epsilon, p, rng,
+                                        pc)
             idx = idx[~few]
         if not idx.size:
             continue
@@ -705,9 +725,16 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
     out = [np.full(n.size, np.nan) for _ in ps]
     share = (SPLIT_TAIL["centre"] + SPLIT_TAIL["em"]) * epsilon / len(ps)
     idx = np.flatnonzero(wide & ~null & (n_hat < small))
+    near = np.flatnonzero(~wide & ~null)
+    # the near route by class (:func:`~dpsql.core.scalefree.near_classes`), each in parts of ROWS_CHUNK released rows
+    # (:func:`row_parts`; one part per class: the list route's draws); announced once with the wide rows' parts, in
+    # the order asked for (the wide rows first)
+    parts = [(sp, g) for sp, k in near_classes(n_hat[near], epsilon) for g in row_parts(near[k], n_hat)]
+    wide_parts = row_parts(idx, n_hat) if idx.size else []
+    announce_rows(src, wide_parts + [g for _, g in parts], n_hat)
     if idx.size:  # the wide route's list code on rows
-        for o, v in zip(out, _rows_routes(src, idx, n_hat, SPLIT_TAIL["bound"] * epsilon, share, ps, rng),
-                        strict=True):
+        for o, v in zip(out, _rows_routes(src, idx, n_hat, SPLIT_TAIL["bound"] * epsilon, share, ps, rng,
+                                          wide_parts), strict=True):
             o[idx] = v
     idx = np.flatnonzero(wide & ~null & (n_hat >= small))
     if idx.size:
@@ -716,11 +743,7 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
         e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
         for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
             o[idx] = decode(k, e)
-    idx = np.flatnonzero(~wide & ~null)
-    # the near route by class (:func:`~dpsql.core.scalefree.near_classes`), each in parts of ROWS_CHUNK released rows
-    # (:func:`row_parts`; one part per class: the list route's draws)
-    parts = [(sp, g) for sp, k in near_classes(n_hat[idx], epsilon) for g in row_parts(idx[k], n_hat)]
-    for (sp, _), g in zip(parts, announce_rows(src, [g for _, g in parts], n_hat) if parts else (), strict=True):
+    for sp, g in parts:  # the near route (announced above)
         sub = src.batch(g)
         ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[g])
         c = centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)

@@ -26,7 +26,8 @@ Per group, as :func:`~dpsql.core.scalefree._mean_sum` (the same mechanisms, shar
 5. **Hybrid** (``small``): groups whose released count is below ``small`` are read as rows
    (:meth:`~dpsql.core.summary.Source.batch`) and run the list route's own code for their class
    (:func:`~dpsql.core.scalefree.mean_sum_route`), in chunks of ``core.summary.ROWS_CHUNK`` released rows
-   (:func:`~dpsql.core.summary.row_parts`, announced to the source first: :func:`~dpsql.core.summary.announce_rows`).
+   (:func:`~dpsql.core.summary.row_parts`), every class's parts announced to the source once, first
+   (:func:`~dpsql.core.summary.announce_classes`: one rows pass for all classes when they fit one piece).
 
 Cost: that of run_mean / run_sum, charged by the same calls (epsilon per group, pure).  Privacy: every
 summary is the exact statistic the list route's mechanism reads (the floor's matching in law, as for the
@@ -83,6 +84,7 @@ from .summary import (
     _floor,
     _shifts,
     _window_em,
+    announce_classes,
     announce_rows,
     row_parts,
 )
@@ -195,14 +197,15 @@ def row_groups(n_hat: np.ndarray, epsilon: float, kind: str, small: float) -> np
 
 
 def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, route: str, sp: dict[str, float], eps: float,
-                rng: Rng, kind: str) -> np.ndarray:
+                rng: Rng, kind: str, parts: list[np.ndarray] | None = None) -> np.ndarray:
     """The list route's code for the groups ``rows`` of one class on their rows, chunk by chunk
     (``core.summary.ROWS_CHUNK`` released rows, read at call time; as :func:`dpsql.core.summary._rows_route`; one
-    chunk: the list route's draws)."""
+    chunk: the list route's draws).  ``parts``: ``rows``' parts, already announced with the call's other classes'
+    (:func:`~dpsql.core.summary.announce_classes`); else cut and announced here."""
     out = np.empty(rows.size)
     params = Params(epsilon=eps)
     at = 0
-    for g in announce_rows(src, row_parts(rows, n_hat), n_hat):
+    for g in announce_rows(src, row_parts(rows, n_hat), n_hat) if parts is None else parts:
         out[at:at + g.size] = mean_sum_route(src.batch(g), n_hat[g], route, sp, eps, rng, params, None, kind)[0]
         at += g.size
     return out
@@ -262,10 +265,13 @@ def _mean_sum(src: MeanSource, epsilon: float, rng: Rng, kind: str, n_hat: np.nd
     if n_hat is None:
         n_hat = released_count(src, epsilon, rng)
     out = np.full(n.size, np.nan)
-    for route, idx, sp in mean_classes(n_hat, epsilon, kind):
+    classes = mean_classes(n_hat, epsilon, kind)
+    # every class's rows announced at once, in the order asked for (one rows pass when they fit one piece)
+    parts = announce_classes(src, [idx[n_hat[idx] < small] for _, idx, _ in classes], n_hat)
+    for (route, idx, sp), pc in zip(classes, parts, strict=True):
         few = n_hat[idx] < small
         if few.any():
-            out[idx[few]] = _rows_route(src, idx[few], n_hat, route, sp, epsilon, rng, kind)
+            out[idx[few]] = _rows_route(src, idx[few], n_hat, route, sp, epsilon, rng, kind, pc)
             idx = idx[~few]
         if idx.size:
             out[idx] = _route(src, idx, n, n_hat[idx], route, sp, epsilon, rng, kind)

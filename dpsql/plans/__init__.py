@@ -819,11 +819,13 @@ class DuckSource:
         (:func:`dpsql.core.summary.announce_rows`).  Unless :meth:`fetch_rows` holds them all, they are cut into
         pieces of consecutive parts: piece k holds the parts whose running total of released rows (at the
         part's end) lies in ``[k R, (k + 1) R)`` with R = :data:`ROWS_PASS_ROWS` (a part above R alone), so a
-        piece holds at most R plus its first part's rows; the core's parts are cut where their running total
-        crosses a multiple of ``core.summary.ROWS_CHUNK``, which divides R, so with them a piece holds R plus
-        less than one group's released rows, and the passes number about ``total / R``.  (Before: greedy
-        pieces of at most R, which took three parts of ~R/4 whenever four exceeded R by a hair: ~17 % more
-        passes, each a scan of the source; 3e7 rows in 3e4 groups, dp_median: 4.62 -> 4.54 s.)  Each
+        piece holds at most R plus its first part's rows; the core's parts are cut where a class's running total
+        crosses a multiple of ``core.summary.ROWS_CHUNK`` (which divides R: one class's parts fill a piece to R
+        plus less than one group's released rows) and the core announces every class's parts at once, once per
+        call (:func:`dpsql.core.summary.announce_classes`; before, one announcement per route class cost each
+        class a pass of its own, even a class of two groups), so the passes number about ``total / R + 1``.
+        (Before: greedy pieces of at most R, which took three parts of ~R/4 whenever four exceeded R by a hair:
+        ~17 % more passes, each a scan of the source; 3e7 rows in 3e4 groups, dp_median: 4.62 -> 4.54 s.)  Each
         piece is fetched by one rows pass when its first part is asked for, and its rows are dropped when the
         next piece is fetched, so at most one piece's rows are held.  The pieces, hence the passes' number and
         statements, are functions of the released counts (and of the core's public constants) only."""
