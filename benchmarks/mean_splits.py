@@ -1,14 +1,15 @@
-"""Issue 12: dp_mean's and dp_sum's "low" class (``MEAN_ROUTE <= n_hat eps < LOW_UNTIL``), paired: the split before
-(mean floor / centre / radius / sum 0.20 / 0.30 / 0.20 / 0.25; sum 0.20 / 0.30 / 0.15 / 0.30) against today's
-(both 0.10 / 0.30 / 0.20 / 0.35), through the real pipeline.
+"""Issue 12: dp_mean's and dp_sum's splits by class, paired: the splits before this session's changes against
+today's, through the real pipeline.  The "low" class (``MEAN_ROUTE <= n_hat eps < LOW_UNTIL``): mean floor / centre
+/ radius / sum 0.20 / 0.30 / 0.20 / 0.25 and sum 0.20 / 0.30 / 0.15 / 0.30 before, both 0.10 / 0.30 / 0.20 / 0.35
+now; dp_mean's "high" class (from LOW_UNTIL): 0.05 / 0.15 / 0.35 / 0.40 before, 0.05 / 0.10 / 0.30 / 0.50 now.
 
-    .venv/bin/python benchmarks/low_class.py                 # panel cells at n eps 200-1000 (R = 200), tails R = 10^4
-    .venv/bin/python benchmarks/low_class.py --runs 50 --tail-runs 2000
+    .venv/bin/python benchmarks/mean_splits.py               # panel cells at n eps 250-10^4 (R = 200), tails R = 10^4
+    .venv/bin/python benchmarks/mean_splits.py --runs 50 --tail-runs 2000
 
 Besides the median error per cell (|est - exact| / IQR; the sum: / sum|x|) it counts the runs more than 3 units
 off on N(1e6, 10) (the data the class's large floor and centre shares were chosen for: a centre that misses data
-far from 0 is off by 1e10 and more) at n eps = 200 (where a noisy count puts a few runs in the class), 300, 400.
-Same data and seeds for both splits.  Writes ``results/low_class.md``.
+far from 0 is off by 1e10 and more) at n eps = 200 (where a noisy count puts a few runs in the low class), 300,
+400, 600 and 700 (the high class's edge).  Same data and seeds for both.  Writes ``results/mean_splits.md``.
 """
 
 from __future__ import annotations
@@ -27,21 +28,24 @@ from dpsql.core.accounting import Privacy
 from dpsql.core.registry import Params
 from dpsql.noise import Rng
 
-BEFORE = {"mean": {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.20, "sum": 0.25},
-          "sum": {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.15, "sum": 0.30}}
-CELLS = ((250, 1.0), (300, 1.0), (342, 1.0), (500, 1.0), (700, 1.0), (1000, 0.3), (1000, 0.5), (5000, 0.1))
-ATTR = {"mean": "SPLIT_MEAN_LOW", "sum": "SPLIT_SUM_LOW"}
+BEFORE = {"mean": {"SPLIT_MEAN_LOW": {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.20, "sum": 0.25},
+                   "SPLIT_MEAN": {"count": 0.05, "bound": 0.05, "centre": 0.15, "radius": 0.35, "sum": 0.40}},
+          "sum": {"SPLIT_SUM_LOW": {"count": 0.05, "bound": 0.20, "centre": 0.30, "radius": 0.15, "sum": 0.30}}}
+CELLS = ((250, 1.0), (300, 1.0), (342, 1.0), (500, 1.0), (700, 1.0), (1000, 0.3), (1000, 0.5), (5000, 0.1),
+         (1000, 1.0), (2000, 0.5), (3000, 0.3), (10000, 0.1), (10000, 1.0))
 
 
-def _errors(kind: str, split: dict | None, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
-    keep = getattr(sf, ATTR[kind])
-    if split is not None:
-        setattr(sf, ATTR[kind], split)
+def _errors(kind: str, before: bool, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
+    keep = {k: getattr(sf, k) for k in BEFORE[kind]}
+    if before:
+        for k, v in BEFORE[kind].items():
+            setattr(sf, k, v)
     try:
         fn = sf.run_mean if kind == "mean" else sf.run_sum
         est = fn(replicate(x, runs), Privacy("pure", eps), Params(epsilon=eps), Rng.seeded(seed))
     finally:
-        setattr(sf, ATTR[kind], keep)
+        for k, v in keep.items():
+            setattr(sf, k, v)
     q1, q3 = np.percentile(x, [25, 75])
     return errors(est, x.mean(), q3 - q1) if kind == "mean" else errors(est, x.sum(), np.abs(x).sum())
 
@@ -50,7 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--tail-runs", type=int, default=10_000)
-    ap.add_argument("--out", default=os.path.join(RESULTS, "low_class.md"))
+    ap.add_argument("--out", default=os.path.join(RESULTS, "mean_splits.md"))
     a = ap.parse_args()
     t0 = time.time()
     rows, tails = [], []
@@ -63,28 +67,29 @@ def main() -> None:
             x = d.sample(n)
             for kind in ("mean", "sum"):
                 seed = seed_of("low_class", d.label, n, eps, kind)
-                old, new = (float(np.median(_errors(kind, s, x, eps, a.runs, seed))) for s in (BEFORE[kind], None))
+                old, new = (float(np.median(_errors(kind, b, x, eps, a.runs, seed))) for b in (True, False))
                 rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
                 print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
     far = next(d for d in panel() if d.label == "normal_far")
     for kind in ("mean", "sum"):
-        for n in (200, 300, 400):
+        for n in (200, 300, 400, 600, 700):
             x = far.sample(n)
             seed = seed_of("low_class_tail", kind, n)
-            old, new = (_errors(kind, s, x, 1.0, a.tail_runs, seed) for s in (BEFORE[kind], None))
+            old, new = (_errors(kind, b, x, 1.0, a.tail_runs, seed) for b in (True, False))
             tails.append([kind, str(n), f"{np.median(old):.3g} -> {np.median(new):.3g}",
                           f"{np.mean(~(old <= 3.0)):.4f} -> {np.mean(~(new <= 3.0)):.4f}",
                           f"{np.quantile(old, 0.999):.3g} -> {np.quantile(new, 0.999):.3g}"])
             print(" ".join(tails[-1]), flush=True)
-    lines = ["# Issue 12: dp_mean's and dp_sum's low class split\n",
-             f"Generated by `benchmarks/low_class.py --runs {a.runs} --tail-runs {a.tail_runs}` in "
-             f"{(time.time() - t0) / 60:.1f} min.  Paired (same data and seeds).  Before: mean floor / centre / radius "
-             "/ sum 0.20 / 0.30 / 0.20 / 0.25, sum 0.20 / 0.30 / 0.15 / 0.30; now both 0.10 / 0.30 / 0.20 / 0.35 "
-             "(count 0.05).  The class holds groups with 300 <= n_hat eps < 700; cells outside it differ only where "
-             "the noisy count crosses a boundary.\n", "\n## Summary (now / before per cell)\n"]
+    lines = ["# Issue 12: dp_mean's and dp_sum's splits by class\n",
+             f"Generated by `benchmarks/mean_splits.py --runs {a.runs} --tail-runs {a.tail_runs}` in "
+             f"{(time.time() - t0) / 60:.1f} min.  Paired (same data and seeds).  Low class (300 <= n_hat eps < 700), "
+             "floor / centre / radius / sum: mean 0.20 / 0.30 / 0.20 / 0.25 and sum 0.20 / 0.30 / 0.15 / 0.30 before, "
+             "both 0.10 / 0.30 / 0.20 / 0.35 now; the mean's high class (from 700) 0.05 / 0.15 / 0.35 / 0.40 before, "
+             "0.05 / 0.10 / 0.30 / 0.50 now (count 0.05 everywhere).  Cells of n eps 200-299 differ only where the "
+             "noisy count crosses a boundary.\n", "\n## Summary (now / before per cell)\n"]
     body = []
     for kind in ("mean", "sum"):
-        for lo, hi in ((200, 300), (300, 700), (700, 5001)):
+        for lo, hi in ((200, 300), (300, 700), (700, 10001)):
             rs = [r for r in rows if r["kind"] == kind and lo <= r["n"] * r["eps"] < hi and r["old"] != r["new"]]
             if not rs:
                 continue
