@@ -269,3 +269,22 @@ def test_near_route_classes_at_the_extremes(pair, epsilon, agg):
     eps, claim, note = matrix_cell(aggregate, "scalefree", params, pair, 1000,
                                    zlib.crc32(f"near{pair}{epsilon}{agg}".encode()))
     assert eps <= claim, (eps, claim, note)
+
+
+#: dp_mean's and dp_sum's range classes on the matrix's 40-row neighbours: eps 10 puts n_hat eps ~ 400 in the low
+#: class (300-700), eps 25 ~ 1000 in the high class (the splits changed on 2026-11-27)
+_MEAN_CELLS = [(pair, eps, agg) for pair in ("one_at_+1e300", "one_at_-inf", "far_outlier_1e15", "equal_plus_far",
+                                             "two_far_clusters", "hugeint_min")
+               for eps in (10.0, 25.0) for agg in ("mean", "sum")]
+
+
+@pytest.mark.parametrize(("pair", "epsilon", "agg"), _MEAN_CELLS)
+def test_mean_and_sum_range_classes_at_the_extremes(pair, epsilon, agg):
+    """The low and high classes of :func:`~dpsql.core.scalefree.mean_classes` on extreme neighbours, 1000 runs a
+    side (the classes depend on n eps only: at the smallest epsilon they would need ~4e8 rows per run)."""
+    params = matrix_params(agg, "scalefree", epsilon)
+    assert {r for r, idx, _ in S.mean_classes(np.array([40.0]), epsilon, agg) if idx.size} == {
+        "low" if epsilon == 10.0 else "high"}
+    eps, claim, note = matrix_cell(agg, "scalefree", params, pair, 1000,
+                                   zlib.crc32(f"meancls{pair}{epsilon}{agg}".encode()))
+    assert eps <= claim, (eps, claim, note)
