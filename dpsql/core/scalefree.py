@@ -74,7 +74,7 @@ from .registry import Method, Params
 from .spending import subsampled
 
 __all__ = ["M_BITS", "FloatCodes", "decode", "run_quantile", "run_iqr", "SPLIT", "centre", "floor_exponent",
-           "near_exponent", "near_classes", "octave_table", "quantile_ci"]
+           "near_exponent", "near_classes", "class_quantiles", "octave_table", "quantile_ci"]
 
 M_BITS = 36  # mantissa bits per octave: relative resolution 2**-36 ~ 1.5e-11
 E_TOP = 1003  # frexp exponent bound of |y - c| <= 2**1001 (values and centres lie in +-2**1000)
@@ -525,20 +525,30 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
     classes = [(SPLIT_TAIL, np.flatnonzero(wide & ~null))] + [(sp, near[k]) for sp, k in near_classes(n_hat[near],
                                                                                                        epsilon)]
     for sp, idx in classes:
-        route = sp is SPLIT_TAIL
         if not idx.size:
             continue
-        sub = _groups(s, idx)
-        ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[idx])
-        c = None if route else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
-        share = ((sp["centre"] if route else 0.0) + sp["em"]) * epsilon / len(ps)
-        if not route:
-            ee = near_exponent(ee, c)
-        for q, p in zip(out, ps, strict=True):
-            got = quantile_ci(sub, ee, p, share, rng, c, not route, each, n_hat[idx], sp["count"] * epsilon)
+        for q, got in zip(out, class_quantiles(_groups(s, idx), sp, ps, epsilon, rng, n_hat[idx], each), strict=True):
             for a, b in zip(q, got, strict=True):
                 a[idx] = b
     return out
+
+
+def class_quantiles(sub: Batch, sp: dict[str, float], ps: tuple[float, ...], epsilon: float, rng: Rng,
+                    n_hat: np.ndarray, level: float | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """One route class of :func:`_tail_quantiles` on its groups' sorted rows ``sub`` given their released counts:
+    ``SPLIT_TAIL`` (wide: the floor, then each p on the log-uniform codes at an equal part of ``centre + em``) or
+    a near class's split (:func:`near_classes`: the floor, a centre, ``near_exponent``, then each p on the decaying
+    codes around the centre at an equal part of ``em``); (value, lo, hi) per p, each interval at ``level``.  Cost
+    ``(bound + centre + em) eps`` per group (the count is the caller's).  The summary route's near classes run it
+    on their rows too (:func:`dpsql.core.summary.quantiles`)."""
+    wide = sp is SPLIT_TAIL
+    ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat)
+    c = None if wide else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
+    share = ((sp["centre"] if wide else 0.0) + sp["em"]) * epsilon / len(ps)
+    if not wide:
+        ee = near_exponent(ee, c)
+    return [quantile_ci(sub, ee, p, share, rng, c, LOGUNIFORM if wide else NEAR, level, n_hat, sp["count"] * epsilon)
+            for p in ps]
 
 
 def near_classes(n_hat: np.ndarray, epsilon: float) -> list[tuple[dict[str, float], np.ndarray]]:

@@ -77,7 +77,6 @@ from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
 from .registry import Params
 from .scalefree import (
-    CENTRE_TOP,
     E_TOP,
     LOGUNIFORM,
     M_BITS,
@@ -88,13 +87,12 @@ from .scalefree import (
     ZONE,
     ZONE_ABOVE,
     FloatCodes,
-    centre,
+    class_quantiles,
     decode,
     floor_exponent,
     floor_exponent_of,
     median_classes,
     near_classes,
-    near_exponent,
     octave_table,
     quantile_ci,
 )
@@ -729,9 +727,8 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
     # the near route by class (:func:`~dpsql.core.scalefree.near_classes`), each in parts of ROWS_CHUNK released rows
     # (:func:`row_parts`; one part per class: the list route's draws); announced once with the wide rows' parts, in
     # the order asked for (the wide rows first)
-    parts = [(sp, g) for sp, k in near_classes(n_hat[near], epsilon) for g in row_parts(near[k], n_hat)]
-    wide_parts = row_parts(idx, n_hat) if idx.size else []
-    announce_rows(src, wide_parts + [g for _, g in parts], n_hat)
+    classes = near_classes(n_hat[near], epsilon)
+    wide_parts, *near_parts = announce_classes(src, [idx] + [near[k] for _, k in classes], n_hat)
     if idx.size:  # the wide route's list code on rows
         for o, v in zip(out, _rows_routes(src, idx, n_hat, SPLIT_TAIL["bound"] * epsilon, share, ps, rng,
                                           wide_parts), strict=True):
@@ -743,14 +740,10 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
         e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
         for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
             o[idx] = decode(k, e)
-    for sp, g in parts:  # the near route (announced above)
-        sub = src.batch(g)
-        ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat[g])
-        c = centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
-        ee = near_exponent(ee, c)
-        for o, p in zip(out, ps, strict=True):
-            o[g] = quantile_ci(sub, ee, p, sp["em"] * epsilon / len(ps), rng, c, 1, None, n_hat[g],
-                               sp["count"] * epsilon)[0]
+    for (sp, _), parts in zip(classes, near_parts, strict=True):  # the near route (announced above)
+        for g in parts:
+            for o, got in zip(out, class_quantiles(src.batch(g), sp, ps, epsilon, rng, n_hat[g]), strict=True):
+                o[g] = got[0]
     return out
 
 
