@@ -8,10 +8,12 @@ the reference the DP answers are compared with.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +111,31 @@ def panel(quick: bool = False) -> list[Dataset]:
                 "pareto1.5"}
         ds = [d for d in ds if d.label in keep]
     return ds
+
+
+def panel_cells(cells: tuple[tuple[int, float], ...], quick: bool = False) -> Iterator[tuple[Dataset, int, float]]:
+    """(dataset, n, eps) for every panel dataset and every (n, eps) of ``cells`` whose n it has rows for, in that
+    order."""
+    sizes = sorted({n for n, _ in cells})
+    for d in panel(quick):
+        have = set(d.sizes(sizes))
+        for n, eps in cells:
+            if n in have:
+                yield d, n, eps
+
+
+@contextlib.contextmanager
+def patched(module: object, **values: object) -> Iterator[None]:
+    """``module.<name> = value`` for each keyword inside the block, the module's own values restored after (the
+    paired benchmarks run the same data and seeds under two settings)."""
+    keep = {k: getattr(module, k) for k in values}
+    for k, v in values.items():
+        setattr(module, k, v)
+    try:
+        yield
+    finally:
+        for k, v in keep.items():
+            setattr(module, k, v)
 
 
 def exact(x: np.ndarray) -> dict[str, float]:

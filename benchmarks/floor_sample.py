@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from accuracy import replicate  # noqa: E402
-from common import RESULTS, exact, machine, md_table, panel  # noqa: E402
+from common import RESULTS, exact, machine, md_table, panel, patched  # noqa: E402
 
 from dpsql.core import Params, run  # noqa: E402
 from dpsql.core import scalefree as S  # noqa: E402
@@ -58,15 +58,9 @@ def _runs(n: int) -> int:
     return 200 if n <= 10000 else 100
 
 
-@contextlib.contextmanager
-def _floor(on: bool):  # noqa: ANN202
+def _floor(on: bool) -> contextlib.AbstractContextManager:
     """``scalefree.FLOOR_SAMPLE = on`` inside, the module's own setting (the default) restored after."""
-    was = S.FLOOR_SAMPLE
-    S.FLOOR_SAMPLE = on
-    try:
-        yield
-    finally:
-        S.FLOOR_SAMPLE = was
+    return patched(S, FLOOR_SAMPLE=on)
 
 
 def _replicated(datasets: list, ns: list[int]):  # noqa: ANN202

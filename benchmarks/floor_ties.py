@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 from accuracy import errors, replicate, truth_and_scale
-from common import RESULTS, exact, fmt, md_table, panel, seed_of
+from common import RESULTS, exact, fmt, md_table, panel, patched, seed_of
 from levels import AGGS, SIZES, _gm
 from levels import run as run_sf
 
@@ -88,11 +88,8 @@ def main() -> None:
                 for eps in (0.1, 1.0):
                     row = {"agg": agg, "dataset": d.label, "few": isinstance(d, _Few), "n": n, "eps": eps}
                     for w in WEIGHTS:
-                        keep, ranges.ZERO_GAP = ranges.ZERO_GAP, w
-                        try:
+                        with patched(ranges, ZERO_GAP=w):
                             est = _run(agg, batch, eps, Rng.seeded(seed_of("floor_ties", d.label, n, agg, eps)))
-                        finally:
-                            ranges.ZERO_GAP = keep
                         err = errors(est, truth, scale)
                         row[f"w{w}"] = float(np.median(err))
                         row[f"w{w}_tail"] = float(np.mean(~(err <= 1.0)))

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 from accuracy import errors, replicate, truth_and_scale
-from common import RESULTS, exact, fmt, md_table, panel, seed_of
+from common import RESULTS, exact, fmt, md_table, panel, patched, seed_of
 from roundness_proto import references
 
 from dpsql.core import scalefree as sf
@@ -89,11 +89,8 @@ def main() -> None:
                     row = {"agg": agg, "dataset": d.label, "n": n, "eps": eps,
                            "peer": ref.get((agg, d.label, n, eps), math.nan)}
                     for z in zs:
-                        keep, sf.LEVELS = sf.LEVELS, z
-                        try:
+                        with patched(sf, LEVELS=z):
                             est = run(agg, batch, eps, Rng.seeded(seed_of("levels", d.label, n, agg, eps)))
-                        finally:
-                            sf.LEVELS = keep
                         err = errors(est, truth, scale)
                         row[f"z{z}"] = float(np.median(err))
                         row[f"z{z}_tail"] = float(np.mean(~(err <= 1.0)))

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 from accuracy import errors, replicate
-from common import RESULTS, fmt, md_table, panel, seed_of
+from common import RESULTS, fmt, md_table, panel, panel_cells, patched, seed_of
 from levels import _gm
 
 from dpsql.core import scalefree as sf
@@ -36,16 +36,9 @@ CELLS = ((250, 1.0), (300, 1.0), (342, 1.0), (500, 1.0), (700, 1.0), (1000, 0.3)
 
 
 def _errors(kind: str, before: bool, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
-    keep = {k: getattr(sf, k) for k in BEFORE[kind]}
-    if before:
-        for k, v in BEFORE[kind].items():
-            setattr(sf, k, v)
-    try:
+    with patched(sf, **(BEFORE[kind] if before else {})):
         fn = sf.run_mean if kind == "mean" else sf.run_sum
         est = fn(replicate(x, runs), Privacy("pure", eps), Params(epsilon=eps), Rng.seeded(seed))
-    finally:
-        for k, v in keep.items():
-            setattr(sf, k, v)
     q1, q3 = np.percentile(x, [25, 75])
     return errors(est, x.mean(), q3 - q1) if kind == "mean" else errors(est, x.sum(), np.abs(x).sum())
 
@@ -58,18 +51,13 @@ def main() -> None:
     a = ap.parse_args()
     t0 = time.time()
     rows, tails = [], []
-    sizes = sorted({n for n, _ in CELLS})
-    for d in panel():
-        have = set(d.sizes(sizes))
-        for n, eps in CELLS:
-            if n not in have:
-                continue
-            x = d.sample(n)
-            for kind in ("mean", "sum"):
-                seed = seed_of("low_class", d.label, n, eps, kind)
-                old, new = (float(np.median(_errors(kind, b, x, eps, a.runs, seed))) for b in (True, False))
-                rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
-                print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
+    for d, n, eps in panel_cells(CELLS):
+        x = d.sample(n)
+        for kind in ("mean", "sum"):
+            seed = seed_of("low_class", d.label, n, eps, kind)
+            old, new = (float(np.median(_errors(kind, b, x, eps, a.runs, seed))) for b in (True, False))
+            rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
+            print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
     far = next(d for d in panel() if d.label == "normal_far")
     for kind in ("mean", "sum"):
         for n in (200, 300, 400, 600, 700):
