@@ -72,8 +72,10 @@ def test_bit_keys_go_to_the_macros(key: str) -> None:
         assert not plans._types_ok(con, plans.compile_query(sql))
         got = plans.run(con, sql).column("m").to_pylist()
         assert len(got) == 2
-        if "var" not in call:
+        if "median" in call:
             assert all(400 < v < 600 for v in got)
+        elif "mean" in call:  # the bug's ~5.8e18, not the mean's rare run-offs (OS noise: ~2e-4 of runs > 100 off)
+            assert all(abs(v - 500.0) < 1e6 for v in got)
 
 
 def test_executor_leaves_bit_keys_to_the_macros(tmp_path: Path) -> None:
