@@ -336,10 +336,12 @@ def test_falls_back_to_the_macros() -> None:
     assert got.num_rows == 1 and 150 < got.column("m")[0].as_py() < 350
 
 
-def test_the_trusted_entry_point_is_the_plans() -> None:
-    """dpsql.sql(con, query): compiled queries through the plans, the rest through the macros."""
+def test_the_trusted_entry_point_is_the_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dpsql.sql(con, query): compiled queries through the plans, the rest through the macros.  Seeded (dpsql.sql
+    takes no generator): under OS noise the mean of 0..2999 at eps 1 is > 1000 off in ~2.5e-4 of runs."""
     import dpsql
 
+    monkeypatch.setattr(plans, "system_rng", lambda: Rng.seeded(3))
     con = dpsql.install(duckdb.connect())
     con.execute("CREATE TABLE t AS SELECT (range % 3)::INTEGER AS g, range::DOUBLE AS x FROM range(3000)")
     q = "SELECT g, dp_median(x, epsilon := 1) AS m FROM t GROUP BY g"
