@@ -176,10 +176,20 @@ def _step(b: np.ndarray, k: np.ndarray, fine: bool) -> np.ndarray:
     return np.where(k % 2 == 1, x * np.sqrt(2.0), x)
 
 
+def drift_start(b: np.ndarray, anchor: np.ndarray, fine: bool) -> np.ndarray:
+    """The ladder step ``k - 2`` from which :func:`radius`'s queries drift: the first whose radius ``b 2**(k-2)``
+    (``b 2**((k-2)/2)`` fine) reaches ``anchor``; 0 where the anchor is at or below ``b``.  A function of public and
+    released values only."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # in logs: anchor / b may overflow
+        steps = (np.log2(np.maximum(anchor, b)) - np.log2(b)) * (2.0 if fine else 1.0)
+    return np.clip(np.ceil(steps), 0, 4 * K_RADIUS).astype(np.int64)
+
+
 def radius(
     batch: Batch, center: np.ndarray, b: np.ndarray, epsilon: float, rng: Rng, beta: float,
     outside: float | None = None, monotone: bool = False, fine: bool = False,
-) -> np.ndarray:
+    anchor: np.ndarray | None = None, drift: int = 0, steps: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """InfiniteDomainRadius (seed 003 Alg. 3) around ``center`` with bucket ``b`` (powers of two).
 
     Scans x_1 = 0, x_i = 2**(i-2) b and stops at the first i where (noisily) at most ``outside``
@@ -190,6 +200,15 @@ def radius(
     :func:`~dpsql.core.primitives.svt_scan`.  ``fine=True`` scans ``x_i = 2**((i-2)/2) b`` (steps of
     sqrt 2, twice the queries: the SVT's cost does not depend on their number), so the released radius
     overshoots the needed one by at most sqrt 2 instead of 2.
+
+    ``anchor`` (per group, a released value) and ``drift`` (rows, public): every step beyond the anchor
+    (:func:`drift_start`) adds ``drift`` to the query, ``-#outside + drift j`` at the j-th step past it: the
+    threshold falls by ``drift`` rows per step there.  Past the data every ``-#outside`` is 0 and only noise
+    stops the scan, so a large threshold draw ran it 2**20 and more past the data; with the drift it stops within
+    a few steps of the anchor.  Privacy unchanged: the added term is the same on neighbouring datasets (public
+    given released values), so each query keeps sensitivity 1 and its monotonicity (an AboveThreshold with
+    per-query thresholds fixed in advance is the same proof).  ``steps=True`` also returns ``j`` for the released
+    radius (0 before the anchor): about ``outside + drift j`` rows lie outside it.
     """
     s = batch.sorted()
     G = s.groups
@@ -209,12 +228,18 @@ def radius(
             below = seg_count_lt(s, g, c - x, comp)
             upto = seg_count_le(s, g, c + x, comp)
         outside = below + (n[g] - upto)
+        if ka is not None:
+            outside = outside - drift * np.maximum(kk - 2 - ka[g], 0)
         return -outside.reshape(active.size, ks.size)
 
+    ka = None if anchor is None or drift == 0 else drift_start(b, anchor, fine)
     i = svt_scan(q, G, thr, 1, epsilon, rng, 2 * K_RADIUS if fine else K_RADIUS, monotone=monotone)
     with np.errstate(over="ignore"):
         r = np.where(i == 1, 0.0, _step(b, i - 2, fine))
-    return np.minimum(r, 2.0**1002)
+    r = np.minimum(r, 2.0**1002)
+    if not steps:
+        return r
+    return r, (np.zeros(G, dtype=np.int64) if ka is None else np.maximum(i - 2 - ka, 0))
 
 
 def _grid_for(width: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -697,49 +697,90 @@ CAP_TRUST = 64.0
 #: an interval where the cap cut the scan is finite only when ``n_hat eps_cap >= CAP_FINITE`` (below, the cap
 #: lands near 0 too often for its rank error to bound the clipped rows)
 CAP_FINITE = 100.0
+#: where ``n_hat eps_cap >= CAP_SURE`` the cap targets rank ``n - CAP_SHIFT / eps_cap``, not n: at rank n every
+#: code above the largest ``|x - c|`` had loss 0, so the cap landed 2**j times past the data with probability
+#: ~2**-j (the measure's decay alone); CAP_SHIFT / 2 of loss there thins that e**-3-fold.  And the scan's
+#: threshold falls by ``DRIFT`` query-noise scales (``2 / eps_scan`` rows) per step past ``ANCHOR`` times the cap
+#: (:func:`~dpsql.core.ranges.radius`'s drift): a scan past the data stops within a few steps of the cap.  Below
+#: CAP_SURE (dp_mean's and dp_sum's low classes) the cap's rank error spans much of the data's upper part: a cap
+#: landing low made the drift clip (mixture n = 342, eps = 1: median error x1.8), so both are off there.  Issue 12,
+#: measured (benchmarks/results/scan_drift.md, paired, the panel's data at n eps 250-10^4)
+CAP_SHIFT = 6.0
+ANCHOR = 2.0
+DRIFT = 1.0
+CAP_SURE = 60.0
 
 
-def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng,
-           params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _sure(n_hat: np.ndarray, eps_cap: float) -> np.ndarray:
+    return np.asarray(n_hat, dtype=np.float64) * eps_cap >= CAP_SURE
+
+
+def cap_shift(n_hat: np.ndarray, eps_cap: float) -> np.ndarray:
+    """The cap's public target shift in ranks below n (:data:`CAP_SHIFT`): a function of the released count."""
+    return np.where(_sure(n_hat, eps_cap), CAP_SHIFT / eps_cap, 0.0)
+
+
+def anchor_of(cap: np.ndarray, n_hat: np.ndarray, eps_cap: float) -> np.ndarray:
+    """Where the scan's drift starts (:data:`ANCHOR` times the cap; +inf, no drift, below CAP_SURE): a function
+    of the released cap and count."""
+    return np.where(_sure(n_hat, eps_cap), ANCHOR * np.maximum(cap, 0.0), np.inf)
+
+
+def drift_rows(eps_scan: float) -> int:
+    """The scan's drift in rows per step past the anchor (:data:`DRIFT` noise scales)."""
+    return int(math.ceil(DRIFT * 2.0 / eps_scan))
+
+
+def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng, params: Params,
+           n_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A clipping range ``[c - r, c + r]`` (eps_centre + eps_radius, pure), intersected with public bounds.
 
-    ``c``: the median on the log-uniform codes (eps_centre).  ``r``: the scan, cut to ``CAP_SLACK cap`` where
-    it exceeds the cap CAP_TRUST-fold.  The scan: seed
-    003's radius scan around c (``SCAN eps_radius``) with monotone AboveThreshold accounting (Lyu, Su & Li
-    2017: adding a row moves every ``-#outside`` by 0 or -1), stopping once at most ``OUTSIDE / eps_scan``
-    rows lie outside (the noise's own scale: clipping those few rows biases the sum by less than the
-    sum's noise), from ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so neither a too-large
-    floor b nor a centre far from 0 can make the first radius overshoot the data's spread.  The cap
-    (``(1 - SCAN) eps_radius``): the exponential mechanism for the largest of ``d = |x - c|`` (target
-    rank n, loss sensitivity 1 under add/remove; d is a per-row map given the released c) on the near
-    route's codes of d (decaying beyond the floor, one code beyond ``2**(e + M_BITS + 1)``), so the
-    range cannot run far past the data (at most CAP_SLACK times the cap: measured on 45 cells, a slack of 4
-    keeps the run-off protection, tail 2.5 % -> 0.1 % of runs > 1 IQR off, while a slack of 1 let the
-    cap's own rank error clip heavy tails: Pareto 1.5 interval coverage 0.69 instead of 0.92).  Sequential
-    composition: eps_centre + eps_radius; the min is post-processing.  The cap cuts the scan only where the
-    scan exceeds it CAP_TRUST-fold (or the cap is <= 0); ``cut`` (returned) marks those groups, whose intervals
-    then have no finite bound (how many rows lie outside is unknown): post-processing of released values.
-    Also returned: the cap (the intervals' clipping allowance reads it) and the centre c."""
-    c = centre(s, e, eps_centre, rng)
-    b = np.ldexp(1.0, e)
+    ``c``: the median on the log-uniform codes (eps_centre; their floor at most ``2**CENTRE_TOP``).  The cap
+    (``(1 - SCAN) eps_radius``): the exponential mechanism for a high rank of ``d = |x - c|`` (target rank
+    ``n - shift``, :func:`cap_shift` of the released count: a public shift, loss sensitivity 1 under
+    add/remove; d is a per-row map given the released c) on the near route's codes of d (decaying beyond the
+    floor, one code beyond
+    ``2**(e + M_BITS + 1)``).  ``r``: seed 003's radius scan around c (``SCAN eps_radius``) with monotone
+    AboveThreshold accounting (Lyu, Su & Li 2017: adding a row moves every ``-#outside`` by 0 or -1), stopping
+    once at most ``OUTSIDE / eps_scan`` rows lie outside (the noise's own scale: clipping those few rows biases
+    the sum by less than the sum's noise), from ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so
+    neither a too-large floor b nor a centre far from 0 can make the first radius overshoot the data's spread;
+    its threshold falls by :func:`drift_rows` per step past ``ANCHOR cap`` (the drift of
+    :func:`~dpsql.core.ranges.radius`: public given the released cap), so a large threshold draw no longer runs
+    it far past the data.  Then, a safety net, the scan is cut to ``CAP_SLACK cap`` where it still exceeds the
+    cap CAP_TRUST-fold (or the cap is <= 0); ``cut`` (returned) marks those groups, whose intervals then have no
+    finite bound unless the cap's rank error bounds the clipped rows (post-processing of released values).
+    Sequential composition: eps_centre + eps_radius (centre, cap, scan: each chosen given the earlier releases).
+    Also returned: the cap (the intervals' clipping allowance reads it), the centre c and the scan's steps past
+    the anchor (about ``OUTSIDE / eps_scan + drift j`` rows lie outside the range)."""
+    # the centre's codes linear, the scan's start and the cap's decay below 2**min(e, CENTRE_TOP), as the near
+    # route's centre:
+    # seed 003's floor overshot N(1e6, 10)'s spread by 125 octaves in a rare run at n eps = 300 (low class, floor
+    # 0.10): every row fell in the linear cell around 0, the centre collapsed to 0 and the scan began at
+    # 2**89 (a mean 7e23 IQR off, measured); a floor above 2**24 only adds steps below the data
+    ef = np.minimum(e, CENTRE_TOP)
+    c = centre(s, ef, eps_centre, rng)
+    b = np.ldexp(1.0, ef)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
-    eps_scan = SCAN * eps_radius
-    r = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE)
+    eps_scan, eps_cap = SCAN * eps_radius, (1.0 - SCAN) * eps_radius
     d = Batch(np.abs(s.values - per_row(c, s.offsets)), s.offsets).sorted()
     # the cap's codes decay from the floor, or from CAP_BELOW octaves under |c| when the floor lies further
     # down (tied data: seed 003's IQR lower bound falls to B_MIN when many pair gaps are 0, and the data's
     # octave was left with ~1 code, as heavy as the far float line: run-offs, measured 1 in 1,000 runs)
     with np.errstate(divide="ignore"):
-        ec = np.maximum(e, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
-    cap = _quantile(d, np.clip(ec, E_MIN, E_TOP - 1), 1.0, (1.0 - SCAN) * eps_radius, rng, np.zeros(s.groups), NEAR)
-    # the cap only stops run-offs (a scan far past the data); a cap that landed low (its own rank error at
+        ec = np.maximum(ef, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
+    cap = _quantile(d, np.clip(ec, E_MIN, E_TOP - 1), 1.0, eps_cap, rng, np.zeros(s.groups), NEAR,
+                    -cap_shift(n_hat, eps_cap))
+    r, j = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE,
+                  anchor=anchor_of(cap, n_hat, eps_cap), drift=drift_rows(eps_scan), steps=True)
+    # a safety net only: the drift stops the scan near the cap; a cap that landed low (its own rank error at
     # small n eps, or below 0) must not clip: only a scan more than CAP_TRUST times the cap is cut to the cap
     capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
     cut = (cap <= 0.0) | (r > CAP_TRUST * cap)  # a cap at or below 0 collapses the range (bounded, biased)
     r = np.where(cut, np.minimum(r, capped), r)
     l, h = _intersect(c - r, c + r, params)
-    return l, h, cut, cap, c
+    return l, h, cut, cap, c, j
 
 
 def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
@@ -872,7 +913,7 @@ def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], 
     e = floor_exponent(sub, sp["bound"] * eps, rng, n)
     if route == "few":
         return _few(sub, n, e, sp, eps, rng, params, kind), lo, hi
-    l, r, cut, cap, med = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params)
+    l, r, cut, cap, med, past = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params, n)
     c = l / 2.0 + r / 2.0
     half = r / 2.0 - l / 2.0
     x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
@@ -893,11 +934,13 @@ def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], 
         # dp_sum_ci: the noise alpha / 2 (count and sum alpha / 4 each), the tail test alpha / 2 (_sum_tail)
         noise_alpha = (1.0 - level) / (2.0 if kind == "sum" else 1.0)
         w, n_lo, n_hi = _noise_halfwidths(sens, eps_sum, n, sp["count"] * eps, noise_alpha)
-        # rows outside the range: the scan's stopping rule, or where the cap cut the scan, the cap's rank
-        # error (its mechanism lands more than (2 / eps_cap) ln(2 / alpha) ranks below the largest |x - c|
-        # with probability about alpha / 2); a cut at small n_hat eps_cap (or at a cap <= 0): no finite bound
-        eps_cap = (1.0 - SCAN) * sp["radius"] * eps
-        rows = np.where(cut, 2.0 / eps_cap * math.log(2.0 / (1.0 - level)), OUTSIDE / (SCAN * sp["radius"] * eps))
+        # rows outside the range: the scan's stopping rule (its threshold lowered by the drift's rows past the
+        # anchor), or where the cap cut the scan, the cap's target shift and rank error (its mechanism lands
+        # more than (2 / eps_cap) ln(2 / alpha) ranks below its target with probability about alpha / 2); a
+        # cut at small n_hat eps_cap (or at a cap <= 0): no finite bound
+        eps_cap, eps_scan = (1.0 - SCAN) * sp["radius"] * eps, SCAN * sp["radius"] * eps
+        rows = np.where(cut, 2.0 / eps_cap * math.log(2.0 / (1.0 - level)) + cap_shift(n, eps_cap),
+                        OUTSIDE / eps_scan + drift_rows(eps_scan) * past)
         # each clipped row lies at most max|x - c| - radius beyond the range: the cap estimates max|x - c|
         # (heavy tails: Pareto 1.5's largest rows lie many half-widths out), at least one more half-width
         allowance = (SUM_BIAS_ROWS if kind == "sum" else BIAS_ROWS) * rows * np.maximum(half, cap - half)

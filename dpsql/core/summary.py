@@ -457,15 +457,18 @@ def _shifts(n_hat: np.ndarray, p: float, epsilon: float) -> np.ndarray:
 
 
 def _window_em(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p: float, epsilon: float,
-               rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM) -> np.ndarray:
+               rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM, rank_shift: np.ndarray | float = 0.0
+               ) -> np.ndarray:
     """The codes :func:`~dpsql.core.scalefree._quantile` draws (rank_em at sensitivity max(p, 1 - p)), from
     the bucket passes (shifts per group and pass, :func:`_shifts` of the released counts) and one tail-count
-    pass: :func:`_window_ems` for one p (``decay``: the measure, as there)."""
-    return _window_ems(src, groups, n, e, (p,), epsilon, rng, shifts, decay)[0]
+    pass: :func:`_window_ems` for one p (``decay``: the measure, as there; ``rank_shift``: _quantile's
+    ``shift``, the target ``p n + rank_shift``)."""
+    return _window_ems(src, groups, n, e, (p,), epsilon, rng, shifts, decay, rank_shift)[0]
 
 
 def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, ps: tuple[float, ...],
-                epsilon: float, rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM) -> list[np.ndarray]:
+                epsilon: float, rng: Rng, shifts: np.ndarray, decay: int = LOGUNIFORM,
+                rank_shift: np.ndarray | float = 0.0) -> list[np.ndarray]:
     """For each p of ``ps`` in order, the codes :func:`~dpsql.core.scalefree._quantile` draws at ``epsilon`` on the
     same floor ``e`` (rank_em at sensitivity max(p, 1 - p)): :func:`~dpsql.core.scalefree._tail_quantiles`' calls,
     one after the other.  The first bucket pass depends on the groups, the floor and the shifts only, not on p:
@@ -484,7 +487,7 @@ def _window_ems(src: Source, groups: np.ndarray, n: np.ndarray, e: np.ndarray, p
     for p in ps:
         sens = max(p, 1.0 - p)
         eps = epsilon / sens
-        t = p * n.astype(np.float64)
+        t = p * n.astype(np.float64) + rank_shift
         W = window_reach(K, eps, _sf.LEVELS)
         i_lo, i_hi = np.floor(t).astype(np.int64) - W, np.ceil(t).astype(np.int64) + W
         base = np.zeros(G, dtype=np.int64)

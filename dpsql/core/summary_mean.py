@@ -60,12 +60,13 @@ from .primitives import (
     release_fixed_sum,
     svt_scan,
 )
-from .ranges import K_RADIUS, _step
+from .ranges import K_RADIUS, _step, drift_start
 from .registry import Params
 from .scalefree import (
     CAP_BELOW,
     CAP_SLACK,
     CAP_TRUST,
+    CENTRE_TOP,
     E_MIN,
     E_TOP,
     NEAR,
@@ -73,7 +74,10 @@ from .scalefree import (
     SCAN,
     SPLIT_MEAN,
     SUM_FEW,
+    anchor_of,
+    cap_shift,
     decode,
+    drift_rows,
     mean_classes,
     mean_sum_route,
     mid_fallback,
@@ -157,9 +161,11 @@ class MeanBatchSource(BatchSource):
 
 
 def _radius(hist: tuple[np.ndarray, np.ndarray, np.ndarray], n: np.ndarray, s0: np.ndarray, eps_scan: float,
-            rng: Rng, outside: float | None = None) -> np.ndarray:
-    """:func:`~dpsql.core.ranges.radius` (fine ladder, monotone SVT, ``outside = OUTSIDE / eps_scan``) from the
-    radius histogram: the same queries (``-#outside = #{k_row <= k} - n``), threshold and draws."""
+            rng: Rng, outside: float | None = None, anchor: np.ndarray | None = None, drift: int = 0
+            ) -> np.ndarray:
+    """:func:`~dpsql.core.ranges.radius` (fine ladder, monotone SVT, ``outside = OUTSIDE / eps_scan``, the drift
+    past ``anchor``) from the radius histogram: the same queries (``-#outside = #{k_row <= k} - n``, plus the
+    drift), threshold and draws."""
     hg, hk, hc = (np.asarray(a, dtype=np.int64) for a in hist)
     G = n.size
     width = RADIUS_QUERIES + 1
@@ -172,8 +178,12 @@ def _radius(hist: tuple[np.ndarray, np.ndarray, np.ndarray], n: np.ndarray, s0: 
     def q(active: np.ndarray, ks: np.ndarray) -> np.ndarray:
         pos = np.searchsorted(key, (active * width)[:, None] + ks[None, :], side="right")
         upto = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0) if key.size else np.zeros(pos.shape, np.int64)
-        return (upto - before[active][:, None]) - n[active][:, None]
+        got = (upto - before[active][:, None]) - n[active][:, None]
+        if ka is not None:
+            got = got + drift * np.maximum(ks[None, :] - 2 - ka[active][:, None], 0)
+        return got
 
+    ka = None if anchor is None or drift == 0 else drift_start(s0, anchor, True)
     thr = -int(math.ceil(OUTSIDE / eps_scan if outside is None else outside))
     i = svt_scan(q, G, thr, 1, eps_scan, rng, RADIUS_QUERIES, monotone=True)
     with np.errstate(over="ignore"):
@@ -231,20 +241,22 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     eps_c, eps_r = sp["centre"] * eps, sp["radius"] * eps
     shifts = _shifts(nh, 0.5, eps_c)
     e = _floor(src, idx, nh, sp["bound"] * eps, rng, shifts[:, 0])
-    c = np.clip(decode(_window_em(src, idx, n, e, 0.5, eps_c, rng, shifts), e), -DOMAIN, DOMAIN)
-    b = np.ldexp(1.0, e)
+    ef = np.minimum(e, CENTRE_TOP)  # the centre's and the scan's floor, as scalefree._range
+    c = np.clip(decode(_window_em(src, idx, n, ef, 0.5, eps_c, rng, shifts), ef), -DOMAIN, DOMAIN)
+    b = np.ldexp(1.0, ef)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
     s0 = np.maximum(s0, B_MIN)
     eps_scan = SCAN * eps_r
     eps_cap = (1.0 - SCAN) * eps_r
     cap_shifts = _shifts(nh, 1.0, eps_cap)  # the cap's passes (released counts only): its first may share the scan
-    r = _radius(src.radius_histogram(idx, c, s0, cap_shifts[:, 0]), n, s0, eps_scan, rng)
+    hist = src.radius_histogram(idx, c, s0, cap_shifts[:, 0])  # counts only: the cap's draws come first, as listed
     with np.errstate(divide="ignore"):
-        ec = np.maximum(e, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
+        ec = np.maximum(ef, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
     ec = np.clip(ec, E_MIN, E_TOP - 1)
     local = np.arange(idx.size, dtype=np.int64)
-    k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, cap_shifts, NEAR)
+    k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, cap_shifts, NEAR, -cap_shift(nh, eps_cap))
     cap = decode(k, ec, np.zeros(idx.size), NEAR)
+    r = _radius(hist, n, s0, eps_scan, rng, anchor=anchor_of(cap, nh, eps_cap), drift=drift_rows(eps_scan))
     capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
     cut = (cap <= 0.0) | (r > CAP_TRUST * cap)
     r = np.where(cut, np.minimum(r, capped), r)
