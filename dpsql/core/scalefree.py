@@ -103,6 +103,16 @@ NEAR_CLAMP = (-30, 3)
 #: centre collapsed to exactly 0, where :func:`near_exponent` cannot clamp (a p90 1.8e35 IQR off, measured);
 #: below 2**24 the centre resolves any data above 2**-12, and a lower cap only adds log-uniform octaves
 CENTRE_TOP = 24
+
+
+def code_floor(e: np.ndarray) -> np.ndarray:
+    """The floor exponent of the log-uniform codes of a median, a wide-route quantile and the mean's range:
+    ``min(e, CENTRE_TOP)``.  Seed 003's floor overshot N(1e6, 10)'s spread by tens to hundreds of octaves in ~1e-3
+    of runs at n eps_floor = 10-20 (the mean's small-count route, the median at n eps ~ 100): every row then fell
+    in the linear cell around 0, coded at a resolution of ``2**(e - M_BITS)``, and the release collapsed to ~0
+    (7e4 IQR off in 6.6e-4 of runs, measured).  Below ``2**24`` the linear cell resolves any data above 2**-12;
+    a floor above it only adds log-uniform octaves below the data.  Post-processing of the released floor."""
+    return np.minimum(e, CENTRE_TOP)
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
@@ -543,10 +553,9 @@ def class_quantiles(sub: Batch, sp: dict[str, float], ps: tuple[float, ...], eps
     on their rows too (:func:`dpsql.core.summary.quantiles`)."""
     wide = sp is SPLIT_TAIL
     ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat)
-    c = None if wide else centre(sub, np.minimum(ee, CENTRE_TOP), sp["centre"] * epsilon, rng)
+    c = None if wide else centre(sub, code_floor(ee), sp["centre"] * epsilon, rng)
     share = ((sp["centre"] if wide else 0.0) + sp["em"]) * epsilon / len(ps)
-    if not wide:
-        ee = near_exponent(ee, c)
+    ee = code_floor(ee) if wide else near_exponent(ee, c)
     return [quantile_ci(sub, ee, p, share, rng, c, LOGUNIFORM if wide else NEAR, level, n_hat, sp["count"] * epsilon)
             for p in ps]
 
@@ -584,7 +593,7 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
         for sp, idx in median_classes(n_hat, eps):
             sub = _groups(s, idx)
-            e = floor_exponent(sub, sp["bound"] * eps, rng, n_hat[idx])
+            e = code_floor(floor_exponent(sub, sp["bound"] * eps, rng, n_hat[idx]))
             for a, b in zip(got, quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],
                                              sp["count"] * eps), strict=True):
                 a[idx] = b
@@ -758,7 +767,7 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     # seed 003's floor overshot N(1e6, 10)'s spread by 125 octaves in a rare run at n eps = 300 (low class, floor
     # 0.10): every row fell in the linear cell around 0, the centre collapsed to 0 and the scan began at
     # 2**89 (a mean 7e23 IQR off, measured); a floor above 2**24 only adds steps below the data
-    ef = np.minimum(e, CENTRE_TOP)
+    ef = code_floor(e)
     c = centre(s, ef, eps_centre, rng)
     b = np.ldexp(1.0, ef)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
@@ -875,6 +884,7 @@ def _few(sub: Batch, n: np.ndarray, e: np.ndarray, sp: dict[str, float], eps: fl
     the range route's remaining share (dp_mean), or that median times a count (dp_sum: a second count
     averaged with the first by inverse variance)."""
     rest = sp["median"] * eps
+    e = code_floor(e)
     if kind == "mean":
         return _clip_out(_quantile(sub, e, 0.5, rest, rng), params)
     med = _clip_out(_quantile(sub, e, 0.5, SUM_FEW["median"] * rest, rng), params)

@@ -641,7 +641,7 @@ def _rows_routes(src: Source, rows: np.ndarray, n_hat: np.ndarray, eps_bound: fl
         part = slice(at, at + g.size)
         at += g.size
         sub = src.batch(g)
-        e = floor_exponent(sub, eps_bound, rng, n_hat[g])
+        e = _sf.code_floor(floor_exponent(sub, eps_bound, rng, n_hat[g]))
         for o, p in zip(out, ps, strict=True):
             o[part] = quantile_ci(sub, e, p, eps_em, rng, None, 0, None)[0]
     return out
@@ -676,7 +676,7 @@ def median(src: Source, epsilon: float, rng: Rng, p: float = 0.5, n_hat: np.ndar
         if not idx.size:
             continue
         shifts = _shifts(n_hat[idx], p, sp["em"] * epsilon)
-        e = _floor(src, idx, n_hat[idx], sp["bound"] * epsilon, rng, shifts[:, 0])
+        e = _sf.code_floor(_floor(src, idx, n_hat[idx], sp["bound"] * epsilon, rng, shifts[:, 0]))
         k = _window_em(src, idx, n[idx], e, p, sp["em"] * epsilon, rng, shifts)
         out[idx] = decode(k, e)
     return out
@@ -740,7 +740,7 @@ def quantiles(src: Source, epsilon: float, rng: Rng, ps: tuple[float, ...], n_ha
     if idx.size:
         # one ladder for every p (the releases do not depend on it: :func:`ladder`), at the largest sensitivity
         shifts = ladder(n_hat[idx], share / max(max(p, 1.0 - p) for p in ps))
-        e = _floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0])
+        e = _sf.code_floor(_floor(src, idx, n_hat[idx], SPLIT_TAIL["bound"] * epsilon, rng, shifts[:, 0]))
         for o, k in zip(out, _window_ems(src, idx, n[idx], e, ps, share, rng, shifts), strict=True):
             o[idx] = decode(k, e)
     for (sp, _), parts in zip(classes, near_parts, strict=True):  # the near route (announced above)

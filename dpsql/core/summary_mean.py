@@ -66,7 +66,6 @@ from .scalefree import (
     CAP_BELOW,
     CAP_SLACK,
     CAP_TRUST,
-    CENTRE_TOP,
     E_MIN,
     E_TOP,
     NEAR,
@@ -76,6 +75,7 @@ from .scalefree import (
     SUM_FEW,
     anchor_of,
     cap_shift,
+    code_floor,
     decode,
     drift_rows,
     mean_classes,
@@ -230,7 +230,7 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
         rest = sp["median"] * eps
         eps_med = rest if kind == "mean" else SUM_FEW["median"] * rest
         shifts = _shifts(nh, 0.5, eps_med)
-        e = _floor(src, idx, nh, sp["bound"] * eps, rng, shifts[:, 0])
+        e = code_floor(_floor(src, idx, nh, sp["bound"] * eps, rng, shifts[:, 0]))
         med = decode(_window_em(src, idx, n, e, 0.5, eps_med, rng, shifts), e)
         if kind == "mean":
             return med
@@ -241,7 +241,7 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     eps_c, eps_r = sp["centre"] * eps, sp["radius"] * eps
     shifts = _shifts(nh, 0.5, eps_c)
     e = _floor(src, idx, nh, sp["bound"] * eps, rng, shifts[:, 0])
-    ef = np.minimum(e, CENTRE_TOP)  # the centre's and the scan's floor, as scalefree._range
+    ef = code_floor(e)  # the centre's, the scan's and the cap's floor, as scalefree._range
     c = np.clip(decode(_window_em(src, idx, n, ef, 0.5, eps_c, rng, shifts), ef), -DOMAIN, DOMAIN)
     b = np.ldexp(1.0, ef)
     s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
