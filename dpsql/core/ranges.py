@@ -185,6 +185,12 @@ def drift_start(b: np.ndarray, anchor: np.ndarray, fine: bool) -> np.ndarray:
     return np.clip(np.ceil(steps), 0, 4 * K_RADIUS).astype(np.int64)
 
 
+def drift_term(k: np.ndarray, ka: np.ndarray, drift: int) -> np.ndarray:
+    """``drift j`` for ladder index k, j = its steps past the anchor's step ``ka`` (:func:`drift_start`; 0 before):
+    the term :func:`radius`'s drifted queries add (broadcasts)."""
+    return drift * np.maximum(k - 2 - ka, 0)
+
+
 def radius(
     batch: Batch, center: np.ndarray, b: np.ndarray, epsilon: float, rng: Rng, beta: float,
     outside: float | None = None, monotone: bool = False, fine: bool = False,
@@ -229,7 +235,7 @@ def radius(
             upto = seg_count_le(s, g, c + x, comp)
         outside = below + (n[g] - upto)
         if ka is not None:
-            outside = outside - drift * np.maximum(kk - 2 - ka[g], 0)
+            outside = outside - drift_term(kk, ka[g], drift)
         return -outside.reshape(active.size, ks.size)
 
     ka = None if anchor is None or drift == 0 else drift_start(b, anchor, fine)
@@ -239,7 +245,7 @@ def radius(
     r = np.minimum(r, 2.0**1002)
     if not steps:
         return r
-    return r, (np.zeros(G, dtype=np.int64) if ka is None else np.maximum(i - 2 - ka, 0))
+    return r, (np.zeros(G, dtype=np.int64) if ka is None else drift_term(i, ka, 1))
 
 
 def _grid_for(width: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -113,6 +113,8 @@ def code_floor(e: np.ndarray) -> np.ndarray:
     (7e4 IQR off in 6.6e-4 of runs, measured).  Below ``2**24`` the linear cell resolves any data above 2**-12;
     a floor above it only adds log-uniform octaves below the data.  Post-processing of the released floor."""
     return np.minimum(e, CENTRE_TOP)
+
+
 #: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
 #: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
 SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
@@ -771,27 +773,42 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     # 2**89 (a mean 7e23 IQR off, measured); a floor above 2**24 only adds steps below the data
     ef = code_floor(e)
     c = centre(s, ef, eps_centre, rng)
-    b = np.ldexp(1.0, ef)
-    s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
-    s0 = np.maximum(s0, B_MIN)
+    s0 = scan_start(ef, c)
     eps_scan, eps_cap = SCAN * eps_radius, (1.0 - SCAN) * eps_radius
     d = Batch(np.abs(s.values - per_row(c, s.offsets)), s.offsets).sorted()
-    # the cap's codes decay from the floor, or from CAP_BELOW octaves under |c| when the floor lies further
-    # down (tied data: seed 003's IQR lower bound falls to B_MIN when many pair gaps are 0, and the data's
-    # octave was left with ~1 code, as heavy as the far float line: run-offs, measured 1 in 1,000 runs)
-    with np.errstate(divide="ignore"):
-        ec = np.maximum(ef, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
-    cap = _quantile(d, np.clip(ec, E_MIN, E_TOP - 1), 1.0, eps_cap, rng, np.zeros(s.groups), NEAR,
-                    -cap_shift(n_hat, eps_cap))
+    cap = _quantile(d, cap_exponent(ef, c), 1.0, eps_cap, rng, np.zeros(s.groups), NEAR, -cap_shift(n_hat, eps_cap))
     r, j = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE,
                   anchor=anchor_of(cap, n_hat, eps_cap), drift=drift_rows(eps_scan), steps=True)
-    # a safety net only: the drift stops the scan near the cap; a cap that landed low (its own rank error at
-    # small n eps, or below 0) must not clip: only a scan more than CAP_TRUST times the cap is cut to the cap
-    capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
-    cut = (cap <= 0.0) | (r > CAP_TRUST * cap)  # a cap at or below 0 collapses the range (bounded, biased)
-    r = np.where(cut, np.minimum(r, capped), r)
+    r, cut = cut_to_cap(r, cap)
     l, h = _intersect(c - r, c + r, params)
     return l, h, cut, cap, c, j
+
+
+def scan_start(ef: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The radius scan's first radius ``s0 = min(b 2**-8, |c| 2**-20)``, floored at ``b 2**-40`` and B_MIN, for
+    the floor ``b = 2**ef`` (:func:`code_floor`) and the released centre c: neither a too-large floor nor a centre
+    far from 0 makes the first radius overshoot the data's spread.  Post-processing (list and summary routes)."""
+    b = np.ldexp(1.0, ef)
+    s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
+    return np.maximum(s0, B_MIN)
+
+
+def cap_exponent(ef: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The floor of the cap's NEAR codes: ``ef``, or CAP_BELOW octaves under |c| when ``ef`` lies further down (tied
+    data: seed 003's IQR lower bound falls to B_MIN when many pair gaps are 0, and the data's octave was left with
+    ~1 code, as heavy as the far float line: run-offs, measured 1 in 1,000 runs).  Post-processing."""
+    with np.errstate(divide="ignore"):
+        ec = np.maximum(ef, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
+    return np.clip(ec, E_MIN, E_TOP - 1)
+
+
+def cut_to_cap(r: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A safety net only (the drift stops the scan near the cap): the scan is cut to ``CAP_SLACK cap`` where it
+    exceeds the cap CAP_TRUST-fold, or where the cap is <= 0 (the range collapses: bounded, biased); a cap that
+    landed low (its own rank error at small n eps) must not clip otherwise.  (radius, cut); post-processing."""
+    capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
+    cut = (cap <= 0.0) | (r > CAP_TRUST * cap)
+    return np.where(cut, np.minimum(r, capped), r), cut
 
 
 def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng

@@ -51,36 +51,32 @@ import numpy as np
 
 from ..noise import Rng
 from .batch import DOMAIN, Batch
-from .helpers import B_MIN
 from .primitives import (
     fixed_point_sum,
     noisy_count_of,
     per_row,
-    pow2_floor,
     release_fixed_sum,
     svt_scan,
 )
-from .ranges import K_RADIUS, _step, drift_start
+from .ranges import K_RADIUS, _step, drift_start, drift_term
 from .registry import Params
 from .scalefree import (
-    CAP_BELOW,
-    CAP_SLACK,
-    CAP_TRUST,
-    E_MIN,
-    E_TOP,
     NEAR,
     OUTSIDE,
     SCAN,
     SPLIT_MEAN,
     SUM_FEW,
     anchor_of,
+    cap_exponent,
     cap_shift,
     code_floor,
+    cut_to_cap,
     decode,
     drift_rows,
     mean_classes,
     mean_sum_route,
     mid_fallback,
+    scan_start,
 )
 from .summary import (
     BatchSource,
@@ -180,7 +176,7 @@ def _radius(hist: tuple[np.ndarray, np.ndarray, np.ndarray], n: np.ndarray, s0: 
         upto = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0) if key.size else np.zeros(pos.shape, np.int64)
         got = (upto - before[active][:, None]) - n[active][:, None]
         if ka is not None:
-            got = got + drift * np.maximum(ks[None, :] - 2 - ka[active][:, None], 0)
+            got = got + drift_term(ks[None, :], ka[active][:, None], drift)
         return got
 
     ka = None if anchor is None or drift == 0 else drift_start(s0, anchor, True)
@@ -243,23 +239,17 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     e = _floor(src, idx, nh, sp["bound"] * eps, rng, shifts[:, 0])
     ef = code_floor(e)  # the centre's, the scan's and the cap's floor, as scalefree._range
     c = np.clip(decode(_window_em(src, idx, n, ef, 0.5, eps_c, rng, shifts), ef), -DOMAIN, DOMAIN)
-    b = np.ldexp(1.0, ef)
-    s0 = np.maximum(np.minimum(b * 2.0**-8, pow2_floor(np.abs(c)) * 2.0**-20), b * 2.0**-40)
-    s0 = np.maximum(s0, B_MIN)
+    s0 = scan_start(ef, c)
     eps_scan = SCAN * eps_r
     eps_cap = (1.0 - SCAN) * eps_r
     cap_shifts = _shifts(nh, 1.0, eps_cap)  # the cap's passes (released counts only): its first may share the scan
     hist = src.radius_histogram(idx, c, s0, cap_shifts[:, 0])  # counts only: the cap's draws come first, as listed
-    with np.errstate(divide="ignore"):
-        ec = np.maximum(ef, np.frexp(np.abs(c))[1].astype(np.int64) - CAP_BELOW)
-    ec = np.clip(ec, E_MIN, E_TOP - 1)
+    ec = cap_exponent(ef, c)
     local = np.arange(idx.size, dtype=np.int64)
     k = _window_em(src.derived(idx, c), local, n, ec, 1.0, eps_cap, rng, cap_shifts, NEAR, -cap_shift(nh, eps_cap))
     cap = decode(k, ec, np.zeros(idx.size), NEAR)
     r = _radius(hist, n, s0, eps_scan, rng, anchor=anchor_of(cap, nh, eps_cap), drift=drift_rows(eps_scan))
-    capped = np.clip(CAP_SLACK * cap, 0.0, 2.0**1002)
-    cut = (cap <= 0.0) | (r > CAP_TRUST * cap)
-    r = np.where(cut, np.minimum(r, capped), r)
+    r, _ = cut_to_cap(r, cap)
     l, h = c - r, c + r
     cc, half = l / 2.0 + h / 2.0, h / 2.0 - l / 2.0
     sens = half if kind == "mean" else np.maximum(np.abs(l), np.abs(h))
