@@ -35,8 +35,10 @@ CELLS = ((250, 1.0), (300, 1.0), (342, 1.0), (500, 1.0), (700, 1.0), (1000, 0.3)
          (1000, 1.0), (2000, 0.5), (3000, 0.3), (10000, 0.1), (10000, 1.0))
 
 
-def _errors(kind: str, before: bool, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
-    with patched(sf, **(BEFORE[kind] if before else {})):
+def mean_sum_errors(kind: str, setting: dict, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
+    """dp_mean's (|est - exact| / IQR) or dp_sum's (/ sum|x|) errors over ``runs`` seeded runs on ``x``, with
+    ``scalefree``'s module settings ``setting`` (benchmarks' paired A/B runs)."""
+    with patched(sf, **setting):
         fn = sf.run_mean if kind == "mean" else sf.run_sum
         est = fn(replicate(x, runs), Privacy("pure", eps), Params(epsilon=eps), Rng.seeded(seed))
     q1, q3 = np.percentile(x, [25, 75])
@@ -55,7 +57,7 @@ def main() -> None:
         x = d.sample(n)
         for kind in ("mean", "sum"):
             seed = seed_of("low_class", d.label, n, eps, kind)
-            old, new = (float(np.median(_errors(kind, b, x, eps, a.runs, seed))) for b in (True, False))
+            old, new = (float(np.median(mean_sum_errors(kind, s, x, eps, a.runs, seed))) for s in (BEFORE[kind], {}))
             rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
             print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
     far = next(d for d in panel() if d.label == "normal_far")
@@ -63,7 +65,7 @@ def main() -> None:
         for n in (200, 300, 400, 600, 700):
             x = far.sample(n)
             seed = seed_of("low_class_tail", kind, n)
-            old, new = (_errors(kind, b, x, 1.0, a.tail_runs, seed) for b in (True, False))
+            old, new = (mean_sum_errors(kind, s, x, 1.0, a.tail_runs, seed) for s in (BEFORE[kind], {}))
             tails.append([kind, str(n), f"{np.median(old):.3g} -> {np.median(new):.3g}",
                           f"{np.mean(~(old <= 3.0)):.4f} -> {np.mean(~(new <= 3.0)):.4f}",
                           f"{np.quantile(old, 0.999):.3g} -> {np.quantile(new, 0.999):.3g}"])

@@ -21,9 +21,10 @@ import os
 import time
 
 import numpy as np
-from accuracy import errors, replicate
+from accuracy import replicate
 from common import RESULTS, fmt, md_table, panel, panel_cells, patched, seed_of
 from levels import _gm
+from mean_splits import mean_sum_errors
 
 from dpsql.core import scalefree as sf
 from dpsql.core.accounting import Privacy
@@ -33,14 +34,6 @@ from dpsql.noise import Rng
 BEFORE = {"CAP_SHIFT": 0.0, "DRIFT": 0.0}
 SHIFTED = {"CAP_SHIFT": 6.0}
 CELLS = ((250, 1.0), (342, 1.0), (500, 1.0), (1000, 0.3), (1000, 1.0), (2000, 0.5), (10000, 0.1), (10000, 1.0))
-
-
-def _errors(kind: str, setting: dict, x: np.ndarray, eps: float, runs: int, seed: int) -> np.ndarray:
-    with patched(sf, **setting):
-        fn = sf.run_mean if kind == "mean" else sf.run_sum
-        est = fn(replicate(x, runs), Privacy("pure", eps), Params(epsilon=eps), Rng.seeded(seed))
-    q1, q3 = np.percentile(x, [25, 75])
-    return errors(est, x.mean(), q3 - q1) if kind == "mean" else errors(est, x.sum(), np.abs(x).sum())
 
 
 def _tail(label: str, x: np.ndarray, eps: float, runs: int, seed: int, unit: float) -> list[str]:
@@ -68,7 +61,7 @@ def main() -> None:
         x = d.sample(n)
         for kind in ("mean", "sum"):
             seed = seed_of("scan_drift", d.label, n, eps, kind)
-            old, new, sh = (_errors(kind, s, x, eps, a.runs, seed) for s in (BEFORE, {}, SHIFTED))
+            old, new, sh = (mean_sum_errors(kind, s, x, eps, a.runs, seed) for s in (BEFORE, {}, SHIFTED))
             rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": float(np.median(old)),
                          "new": float(np.median(new)), "old99": float(np.quantile(old, 0.99)),
                          "new99": float(np.quantile(new, 0.99)), "oldbad": float(np.mean(old > 1.0)),
