@@ -6,7 +6,8 @@ Per group, as :func:`~dpsql.core.scalefree._mean_sum` (the same mechanisms, shar
 
 1. **Count**: the released count (``0.05 eps``, :func:`released_count`); the route class and its split from it
    (:func:`~dpsql.core.scalefree.mean_classes`: few / mid (dp_mean only) / low / high; NULL below
-   ``NULL_BELOW``).
+   ``NULL_BELOW``); per class, the route check's second count (:func:`~dpsql.core.scalefree.confirm_parts`, from
+   the exact sizes) for the groups in its zone, which then run the route it gives them.
 2. **Floor**: :func:`dpsql.core.summary._floor` (gap histograms; the subsampled floor above ``FLOOR_KEEP``), the
    median's own.
 3. **Few route**: the median (:func:`dpsql.core.summary._window_em`: bucket passes and a tail-count pass); dp_sum
@@ -61,6 +62,7 @@ from .primitives import (
 from .ranges import K_RADIUS, _step, drift_start, drift_term
 from .registry import Params
 from .scalefree import (
+    CONFIRM,
     NEAR,
     OUTSIDE,
     SCAN,
@@ -70,6 +72,8 @@ from .scalefree import (
     cap_exponent,
     cap_shift,
     code_floor,
+    confirm_parts,
+    confirm_zone,
     cut_to_cap,
     decode,
     drift_rows,
@@ -218,9 +222,17 @@ def _rows_route(src: Source, rows: np.ndarray, n_hat: np.ndarray, route: str, sp
 
 
 def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, route: str, sp: dict[str, float],
-           eps: float, rng: Rng, kind: str) -> np.ndarray:
+           eps: float, rng: Rng, kind: str, checked: bool = False) -> np.ndarray:
     """One route class through the summaries (module docstring): :func:`~dpsql.core.scalefree.mean_sum_route`'s
-    steps and draws."""
+    steps and draws, the route check's second count first."""
+    zone = np.zeros(idx.size, dtype=bool) if checked else confirm_zone(route, nh, eps, kind)
+    if zone.any():
+        n2 = noisy_count_of(n[idx[zone]], CONFIRM * eps, rng)
+        out = np.full(idx.size, np.nan)
+        for sel, n_use, r, split in confirm_parts(route, nh, zone, n2, sp, eps, kind):
+            if sel.size:
+                out[sel] = _route(src, idx[sel], n, n_use, r, split, eps, rng, kind, checked=True)
+        return out
     n = n[idx]
     if route == "few":
         rest = sp["median"] * eps
