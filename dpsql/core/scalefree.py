@@ -683,6 +683,17 @@ SPLIT_SUM_LOW = {"count": 0.05, "bound": 0.10, "centre": 0.30, "radius": 0.20, "
 MID_FROM = 200.0
 SPLIT_MEAN_MID = {"count": 0.05, "bound": 0.15, "centre": 0.45, "radius": 0.20, "sum": 0.15}
 FALLBACK = 3.0
+#: the range route's "top" class, ``n_hat eps >= TOP_FROM`` (dp_mean and dp_sum): the floor and the centre find the
+#: data with a fraction of the shares they need at n eps ~ 1000 (here n eps_centre >= 100, n eps_floor >= 50), and
+#: the cap needs ``n_hat eps_cap >= CAP_SURE`` only (SCAN_TOP of the radius to the scan, at 2,500: 75 / 62):
+#: the shares freed go to the scan and the sum.  Against the high class's split at n eps = 2,000-10^5 (the panel's
+#: datasets, R = 200, paired): mean median error x0.83-0.84, sum x0.77-0.84 in geomean, p99.9 lower on N(1e6, 10),
+#: Pareto 1.5 and dep_delay (benchmarks/results/top_class.md).  From 2,500: at 2,000 the sum's cap had n eps_cap 50,
+#: below CAP_SURE, so its scan had no drift and ran off (one run in 10^4 376 sums off, measured)
+TOP_FROM = 2500.0
+SCAN_TOP = 0.9
+SPLIT_MEAN_TOP = {"count": 0.05, "bound": 0.02, "centre": 0.04, "radius": 0.30, "sum": 0.59}
+SPLIT_SUM_TOP = {"count": 0.05, "bound": 0.02, "centre": 0.04, "radius": 0.25, "sum": 0.64}
 #: the small-count route (``n_hat eps <`` MID_FROM for dp_mean, MEAN_ROUTE for dp_sum): the floor takes 0.10
 #: (at 0.05, n eps_floor ~ 15 let it overshoot the data's spread by tens of octaves in ~1 of 1,000 runs: a
 #: median far from 0 coded into one cell, released as 0.0 for N(1e6, 10)); the median, or for dp_sum the median
@@ -744,16 +755,23 @@ def drift_rows(eps_scan: float) -> int:
     return int(math.ceil(DRIFT * 2.0 / eps_scan))
 
 
+def scan_share(route: str) -> float:
+    """The scan's fraction of the radius share in a route class (the rest buys the cap): SCAN_TOP in the top
+    class, SCAN elsewhere."""
+    return SCAN_TOP if route == "top" else SCAN
+
+
 def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: Rng, params: Params,
-           n_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+           n_hat: np.ndarray, scan: float = SCAN
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A clipping range ``[c - r, c + r]`` (eps_centre + eps_radius, pure), intersected with public bounds.
 
     ``c``: the median on the log-uniform codes (eps_centre; their floor at most ``2**CENTRE_TOP``).  The cap
-    (``(1 - SCAN) eps_radius``): the exponential mechanism for a high rank of ``d = |x - c|`` (target rank
-    ``n - shift``, :func:`cap_shift` of the released count: a public shift, loss sensitivity 1 under
-    add/remove; d is a per-row map given the released c) on the near route's codes of d (decaying beyond the
-    floor, one code beyond
-    ``2**(e + M_BITS + 1)``).  ``r``: seed 003's radius scan around c (``SCAN eps_radius``) with monotone
+    (``(1 - scan) eps_radius``, ``scan`` = :func:`scan_share`): the exponential mechanism for a high rank of
+    ``d = |x - c|`` (target rank ``n - shift``, :func:`cap_shift` of the released count: a public shift, loss
+    sensitivity 1 under add/remove; d is a per-row map given the released c) on the near route's codes of d
+    (decaying beyond the floor, one code beyond ``2**(e + M_BITS + 1)``).  ``r``: seed 003's radius scan around c
+    (``scan eps_radius``) with monotone
     AboveThreshold accounting (Lyu, Su & Li 2017: adding a row moves every ``-#outside`` by 0 or -1), stopping
     once at most ``OUTSIDE / eps_scan`` rows lie outside (the noise's own scale: clipping those few rows biases
     the sum by less than the sum's noise), from ``s0 = min(b 2**-8, |c| 2**-20)`` (floored at ``b 2**-40``) so
@@ -774,7 +792,7 @@ def _range(s: Batch, e: np.ndarray, eps_centre: float, eps_radius: float, rng: R
     ef = code_floor(e)
     c = centre(s, ef, eps_centre, rng)
     s0 = scan_start(ef, c)
-    eps_scan, eps_cap = SCAN * eps_radius, (1.0 - SCAN) * eps_radius
+    eps_scan, eps_cap = scan * eps_radius, (1.0 - scan) * eps_radius
     d = Batch(np.abs(s.values - per_row(c, s.offsets)), s.offsets).sorted()
     cap = _quantile(d, cap_exponent(ef, c), 1.0, eps_cap, rng, np.zeros(s.groups), NEAR, -cap_shift(n_hat, eps_cap))
     r, j = radius(s, c, s0, eps_scan, rng, 0.5, outside=OUTSIDE / eps_scan, monotone=True, fine=FINE,
@@ -826,14 +844,16 @@ def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
 def mean_classes(n: np.ndarray, eps: float, kind: str) -> list[tuple[str, np.ndarray, dict[str, float]]]:
     """dp_mean's (``kind='mean'``) or dp_sum's route classes from the released count ``n`` (:func:`_routes`):
     ``(route, groups, split)`` in the order the list route runs them, empty ones included; post-processing."""
-    sp, sp_low = (SPLIT_MEAN, SPLIT_MEAN_LOW) if kind == "mean" else (SPLIT_SUM, SPLIT_SUM_LOW)
+    sp, sp_low, sp_top = ((SPLIT_MEAN, SPLIT_MEAN_LOW, SPLIT_MEAN_TOP) if kind == "mean"
+                          else (SPLIT_SUM, SPLIT_SUM_LOW, SPLIT_SUM_TOP))
     ne = n * eps
     mid_from = MID_FROM if kind == "mean" else MEAN_ROUTE  # dp_sum has no mid class
     few = (ne >= NULL_BELOW["median" if kind == "mean" else "sum"]) & (ne < mid_from)
     mid = (ne >= mid_from) & (ne < MEAN_ROUTE)
     low = (ne >= MEAN_ROUTE) & (ne < LOW_UNTIL)
     return [("few", np.flatnonzero(few), SPLIT_FEW), ("mid", np.flatnonzero(mid), SPLIT_MEAN_MID),
-            ("low", np.flatnonzero(low), sp_low), ("high", np.flatnonzero(ne >= LOW_UNTIL), sp)]
+            ("low", np.flatnonzero(low), sp_low), ("high", np.flatnonzero((ne >= LOW_UNTIL) & (ne < TOP_FROM)), sp),
+            ("top", np.flatnonzero(ne >= TOP_FROM), sp_top)]
 
 
 #: The route check (issue 12): the released count (0.05 eps, noise scale 20 / eps) routes a group into a class whose
@@ -847,7 +867,7 @@ def mean_classes(n: np.ndarray, eps: float, kind: str) -> list[tuple[str, np.nda
 CONFIRM = 0.05
 CONFIRM_ZONE = 80.0
 CONFIRM_MARGIN = 40.0
-_RANKS = ("few", "mid", "low", "high")
+_RANKS = ("few", "mid", "low", "high", "top")
 
 
 def _checked(kind: str) -> tuple[str, ...]:
@@ -1017,7 +1037,8 @@ def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], 
     e = floor_exponent(sub, sp["bound"] * eps, rng, n)
     if route == "few":
         return _few(sub, n, e, sp, eps, rng, params, kind), lo, hi
-    l, r, cut, cap, med, past = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params, n)
+    scan = scan_share(route)
+    l, r, cut, cap, med, past = _range(sub, e, sp["centre"] * eps, sp["radius"] * eps, rng, params, n, scan)
     c = l / 2.0 + r / 2.0
     half = r / 2.0 - l / 2.0
     x = np.clip(sub.values, per_row(l, sub.offsets), per_row(r, sub.offsets))
@@ -1042,7 +1063,7 @@ def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], 
         # anchor), or where the cap cut the scan, the cap's target shift and rank error (its mechanism lands
         # more than (2 / eps_cap) ln(2 / alpha) ranks below its target with probability about alpha / 2); a
         # cut at small n_hat eps_cap (or at a cap <= 0): no finite bound
-        eps_cap, eps_scan = (1.0 - SCAN) * sp["radius"] * eps, SCAN * sp["radius"] * eps
+        eps_cap, eps_scan = (1.0 - scan) * sp["radius"] * eps, scan * sp["radius"] * eps
         rows = np.where(cut, 2.0 / eps_cap * math.log(2.0 / (1.0 - level)) + cap_shift(n, eps_cap),
                         OUTSIDE / eps_scan + drift_rows(eps_scan) * past)
         # each clipped row lies at most max|x - c| - radius beyond the range: the cap estimates max|x - c|
@@ -1083,8 +1104,8 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     range; docs/methods.md says so); below MEAN_ROUTE the range route at ``SPLIT_MEAN_MID`` releasing its
     centre where the sum's noise is too large (``FALLBACK``); else the floor, the range (centre + radius,
     :func:`_range`) and the centred clipped sum, at ``SPLIT_MEAN_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL,
-    where the floor, centre and cap need larger shares to find the data at all, and at ``SPLIT_MEAN`` (0.05 /
-    0.10 / 0.35 / 0.45) above; groups whose count lies just above the mid or low class's start confirm it with a
+    where the floor, centre and cap need larger shares to find the data at all, at ``SPLIT_MEAN`` (0.05 / 0.10 /
+    0.35 / 0.45) below TOP_FROM and at ``SPLIT_MEAN_TOP`` (0.02 / 0.04 / 0.30 / 0.59, SCAN_TOP) above; groups whose count lies just above the mid or low class's start confirm it with a
     second count (CONFIRM, from the centre's share; :func:`confirm_parts`: a count, post-processing of counts).
     Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per added or removed row; mean =
     ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).  The route and its split are
@@ -1106,8 +1127,8 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     """dp_sum, scale-free (accuracy study R2).  Cost eps (pure): a count (0.05), then per group, routed on the
     released count: the floor, the range (centre + radius, :func:`_range`) and the clipped sum (values clipped
     to the released [l, r] move the sum by at most max(|l|, |r|) per added or removed row) at
-    ``SPLIT_SUM_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL and ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
-    0.50) above; or, when ``n_hat eps < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
+    ``SPLIT_SUM_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL, ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
+    0.50) below TOP_FROM and ``SPLIT_SUM_TOP`` (0.02 / 0.04 / 0.25 / 0.64, SCAN_TOP) above; or, when ``n_hat eps < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
     0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values.  Counts just above the low
     class's start are confirmed by a second count (:func:`confirm_parts`), as dp_mean's."""

@@ -65,7 +65,6 @@ from .scalefree import (
     CONFIRM,
     NEAR,
     OUTSIDE,
-    SCAN,
     SPLIT_MEAN,
     SUM_FEW,
     anchor_of,
@@ -80,6 +79,7 @@ from .scalefree import (
     mean_classes,
     mean_sum_route,
     mid_fallback,
+    scan_share,
     scan_start,
 )
 from .summary import (
@@ -252,8 +252,9 @@ def _route(src: MeanSource, idx: np.ndarray, n: np.ndarray, nh: np.ndarray, rout
     ef = code_floor(e)  # the centre's, the scan's and the cap's floor, as scalefree._range
     c = np.clip(decode(_window_em(src, idx, n, ef, 0.5, eps_c, rng, shifts), ef), -DOMAIN, DOMAIN)
     s0 = scan_start(ef, c)
-    eps_scan = SCAN * eps_r
-    eps_cap = (1.0 - SCAN) * eps_r
+    scan = scan_share(route)
+    eps_scan = scan * eps_r
+    eps_cap = (1.0 - scan) * eps_r
     cap_shifts = _shifts(nh, 1.0, eps_cap)  # the cap's passes (released counts only): its first may share the scan
     hist = src.radius_histogram(idx, c, s0, cap_shifts[:, 0])  # counts only: the cap's draws come first, as listed
     ec = cap_exponent(ef, c)

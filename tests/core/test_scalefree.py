@@ -214,12 +214,17 @@ def test_interval_covers_in_the_low_class(aggregate):
 
 
 def test_mean_and_sum_splits_add_up():
-    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_MEAN_MID, S.SPLIT_SUM, S.SPLIT_SUM_LOW, S.SPLIT_FEW,
+    for sp in (S.SPLIT_MEAN, S.SPLIT_MEAN_LOW, S.SPLIT_MEAN_MID, S.SPLIT_MEAN_TOP, S.SPLIT_SUM, S.SPLIT_SUM_LOW,
+               S.SPLIT_SUM_TOP, S.SPLIT_FEW,
                S.SPLIT_NEAR, S.SPLIT_TAIL,
                S.SPLIT, S.SPLIT_LOW):
         assert abs(sum(sp.values()) - 1.0) < 1e-12, sp
     assert (S.SPLIT_MEAN["count"] == S.SPLIT_MEAN_LOW["count"] == S.SPLIT_MEAN_MID["count"] == S.SPLIT_SUM["count"]
-            == S.SPLIT_FEW["count"])
+            == S.SPLIT_FEW["count"] == S.SPLIT_MEAN_TOP["count"] == S.SPLIT_SUM_TOP["count"])
+    # the top class: the centre and the floor keep n eps >= 100 / 50, the cap n eps >= CAP_SURE (its scan drifts)
+    for sp in (S.SPLIT_MEAN_TOP, S.SPLIT_SUM_TOP):
+        assert sp["centre"] * S.TOP_FROM >= 100 and sp["bound"] * S.TOP_FROM >= 50
+        assert (1 - S.SCAN_TOP) * sp["radius"] * S.TOP_FROM >= S.CAP_SURE
     assert abs(sum(S.SUM_FEW.values()) - 1.0) < 1e-12
 
 
@@ -272,19 +277,20 @@ def test_near_route_classes_at_the_extremes(pair, epsilon, agg):
 
 
 #: dp_mean's and dp_sum's range classes on the matrix's 40-row neighbours: eps 10 puts n_hat eps ~ 400 in the low
-#: class (300-700), eps 25 ~ 1000 in the high class (the splits changed on 2026-11-27)
+#: class (300-700), eps 25 ~ 1000 in the high class, eps 80 ~ 3200 in the top class (from TOP_FROM; the splits
+#: changed on 2026-11-27, the top class came on 2026-11-28)
 _MEAN_CELLS = [(pair, eps, agg) for pair in ("one_at_+1e300", "one_at_-inf", "far_outlier_1e15", "equal_plus_far",
                                              "two_far_clusters", "hugeint_min")
-               for eps in (10.0, 25.0) for agg in ("mean", "sum")]
+               for eps in (10.0, 25.0, 80.0) for agg in ("mean", "sum")]
+_CLASS_AT = {10.0: "low", 25.0: "high", 80.0: "top"}
 
 
 @pytest.mark.parametrize(("pair", "epsilon", "agg"), _MEAN_CELLS)
 def test_mean_and_sum_range_classes_at_the_extremes(pair, epsilon, agg):
-    """The low and high classes of :func:`~dpsql.core.scalefree.mean_classes` on extreme neighbours, 1000 runs a
+    """The low, high and top classes of :func:`~dpsql.core.scalefree.mean_classes` on extreme neighbours, 1000 runs a
     side (the classes depend on n eps only: at the smallest epsilon they would need ~4e8 rows per run)."""
     params = matrix_params(agg, "scalefree", epsilon)
-    assert {r for r, idx, _ in S.mean_classes(np.array([40.0]), epsilon, agg) if idx.size} == {
-        "low" if epsilon == 10.0 else "high"}
+    assert {r for r, idx, _ in S.mean_classes(np.array([40.0]), epsilon, agg) if idx.size} == {_CLASS_AT[epsilon]}
     eps, claim, note = matrix_cell(agg, "scalefree", params, pair, 1000,
                                    zlib.crc32(f"meancls{pair}{epsilon}{agg}".encode()))
     assert eps <= claim, (eps, claim, note)
