@@ -1105,8 +1105,9 @@ def run_mean(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndar
     centre where the sum's noise is too large (``FALLBACK``); else the floor, the range (centre + radius,
     :func:`_range`) and the centred clipped sum, at ``SPLIT_MEAN_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL,
     where the floor, centre and cap need larger shares to find the data at all, at ``SPLIT_MEAN`` (0.05 / 0.10 /
-    0.35 / 0.45) below TOP_FROM and at ``SPLIT_MEAN_TOP`` (0.02 / 0.04 / 0.30 / 0.59, SCAN_TOP) above; groups whose count lies just above the mid or low class's start confirm it with a
-    second count (CONFIRM, from the centre's share; :func:`confirm_parts`: a count, post-processing of counts).
+    0.35 / 0.45) below TOP_FROM and at ``SPLIT_MEAN_TOP`` (0.02 / 0.04 / 0.30 / 0.59, SCAN_TOP) above; groups
+    whose count lies just above the mid or low class's start confirm it with a second count (CONFIRM, from the
+    centre's share; :func:`confirm_parts`: a count, post-processing of counts).
     Sum: ``clip(x, l, r) - (l + r)/2`` moves by at most (r - l)/2 per added or removed row; mean =
     ``(l + r)/2 + sum / n_hat`` clamped into [l, r] (post-processing).  The route and its split are
     functions of the released count (adaptive sequential composition: every group spends eps)."""
@@ -1128,8 +1129,8 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     released count: the floor, the range (centre + radius, :func:`_range`) and the clipped sum (values clipped
     to the released [l, r] move the sum by at most max(|l|, |r|) per added or removed row) at
     ``SPLIT_SUM_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL, ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
-    0.50) below TOP_FROM and ``SPLIT_SUM_TOP`` (0.02 / 0.04 / 0.25 / 0.64, SCAN_TOP) above; or, when ``n_hat eps < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining
-    0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
+    0.50) below TOP_FROM and ``SPLIT_SUM_TOP`` (0.02 / 0.04 / 0.25 / 0.64, SCAN_TOP) above; or, when ``n_hat eps
+    < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining 0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values.  Counts just above the low
     class's start are confirmed by a second count (:func:`confirm_parts`), as dp_mean's."""
     return _mean_sum(batch, budget, params, rng, None, "sum")[0]
