@@ -1130,7 +1130,8 @@ def run_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     to the released [l, r] move the sum by at most max(|l|, |r|) per added or removed row) at
     ``SPLIT_SUM_LOW`` (0.10 / 0.30 / 0.20 / 0.35) below LOW_UNTIL, ``SPLIT_SUM`` (0.05 / 0.15 / 0.25 /
     0.50) below TOP_FROM and ``SPLIT_SUM_TOP`` (0.02 / 0.04 / 0.25 / 0.64, SCAN_TOP) above; or, when ``n_hat eps
-    < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining 0.85) times a count (a second count at 0.28 of it, averaged with the first by inverse variance); or NULL
+    < MEAN_ROUTE``, the floor (0.10) and the median (0.72 of the remaining 0.85) times a count (a second count at
+    0.28 of it, averaged with the first by inverse variance); or NULL
     when ``n_hat eps < NULL_BELOW['sum']``: post-processing of released values.  Counts just above the low
     class's start are confirmed by a second count (:func:`confirm_parts`), as dp_mean's."""
     return _mean_sum(batch, budget, params, rng, None, "sum")[0]
