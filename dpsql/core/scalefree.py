@@ -649,9 +649,10 @@ def run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.
     mechanism over the log-uniform codes (the rest).  Other p: a count (0.05 eps),
     then per group, routed on it, either the floor (0.05 eps) and the mechanism on the log-uniform codes
     (0.90 eps), or the near route (:func:`near_classes`: below ``n_hat eps = 150`` ``SPLIT_NEAR``, the floor at
-    0.10 eps, clamped near the centre: :func:`near_exponent`, a centre, the median at 0.45 eps, and the mechanism
-    on codes of ``y - centre`` with the octave-decaying measure at 0.40 eps; from 150 floor / centre / mechanism
-    0.05 / 0.30 / 0.60, from 250 0.05 / 0.20 / 0.70).  Loss sensitivity max(p, 1 - p).  NULL when the released
+    0.02 eps, a centre, the median at 0.45 eps, the scale step at 0.13 eps (:func:`near_scale`: the codes' floor,
+    clamped near the centre by :func:`near_exponent`), and the mechanism on codes of ``y - centre`` with the
+    octave-decaying measure at 0.35 eps; from 150 floor / centre / mechanism 0.05 / 0.30 / 0.60, from 250 0.05 /
+    0.20 / 0.70, the floor seed 003's).  Loss sensitivity max(p, 1 - p).  NULL when the released
     count is below ``NULL_BELOW / eps`` (post-processing).  Cost eps (pure, sequential composition)."""
     return _run_quantile(batch, budget, params, rng, None)[0]
 
@@ -875,8 +876,8 @@ def _routes(batch: Batch, params: Params, kind: str, eps: float, rng: Rng
     """The first steps of dp_mean and dp_sum: the sorted (bounded) batch, the noisy count (``count eps``) and
     the groups of each route decided by the released count, with their splits: ``few`` (``NULL_BELOW <=
     n_hat eps <`` MID_FROM for dp_mean, MEAN_ROUTE for dp_sum), ``mid`` (dp_mean only, below MEAN_ROUTE),
-    ``low`` (``< LOW_UNTIL``) and ``high``; the rest answer NULL.  A route's split is a function of released
-    values: adaptive sequential composition, each group spends eps."""
+    ``low`` (``< LOW_UNTIL``), ``high`` (``< TOP_FROM``) and ``top``; the rest answer NULL.  A route's split is a
+    function of released values: adaptive sequential composition, each group spends eps."""
     s = _bounded(batch, params).sorted()
     n = noisy_count(s, (SPLIT_MEAN if kind == "mean" else SPLIT_SUM)["count"] * eps, rng)
     return s, n, mean_classes(n, eps, kind)

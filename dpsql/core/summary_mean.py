@@ -5,7 +5,7 @@ route's releases from :class:`MeanBatchSource` (tests/core/test_summary_mean.py)
 Per group, as :func:`~dpsql.core.scalefree._mean_sum` (the same mechanisms, shares and order of draws):
 
 1. **Count**: the released count (``0.05 eps``, :func:`released_count`); the route class and its split from it
-   (:func:`~dpsql.core.scalefree.mean_classes`: few / mid (dp_mean only) / low / high; NULL below
+   (:func:`~dpsql.core.scalefree.mean_classes`: few / mid (dp_mean only) / low / high / top; NULL below
    ``NULL_BELOW``); per class, the route check's second count (:func:`~dpsql.core.scalefree.confirm_parts`, from
    the exact sizes) for the groups in its zone, which then run the route it gives them.
 2. **Floor**: :func:`dpsql.core.summary._floor` (gap histograms; the subsampled floor above ``FLOOR_KEEP``), the
