@@ -594,10 +594,9 @@ def near_scale(sub: Batch, c: np.ndarray, e: np.ndarray, epsilon: float, rng: Rn
     with np.errstate(over="ignore", invalid="ignore"):
         d = np.abs(sub.values - per_row(c, sub.offsets))
     dj = np.frexp(d)[1].astype(np.int64) - 1 - per_row(jlo, sub.offsets)
-    # frexp(inf) has exponent 0: an infinite distance (a row at +-inf, or x - c past the float range) is coded K
+    # rows are finite within DOMAIN, so d overflows only for a centre outside it; frexp(inf) has exponent 0: code K
     codes = np.where(np.isinf(d), K, np.where(d > 0.0, np.clip(dj, 0, K), 0)).astype(np.int64)
-    g = np.repeat(np.arange(sub.groups), np.diff(sub.offsets))
-    codes = codes[np.lexsort((codes, g))]
+    codes = Batch(codes, sub.offsets).sorted().values  # d is V-shaped in x: sort within groups again
     y = rank_em(codes, sub.offsets, np.full(sub.groups, K, dtype=np.int64), 0.5 * sub.sizes.astype(np.float64), 0,
                 epsilon / 0.5, rng, sensitivity=0.5)
     return np.where(y == 0, e, jlo + y)
