@@ -45,6 +45,27 @@ def mean_sum_errors(kind: str, setting: dict, x: np.ndarray, eps: float, runs: i
     return errors(est, x.mean(), q3 - q1) if kind == "mean" else errors(est, x.sum(), np.abs(x).sum())
 
 
+def paired_medians(tag: str, cells: tuple[tuple[int, float], ...], before: dict[str, dict], runs: int) -> list[dict]:
+    """Per panel cell and aggregate (mean, sum): the median error with the settings ``before[kind]`` ("old") and
+    with the module's own ("new"), same data and seeds (``seed_of(tag, dataset, n, eps, kind)``)."""
+    rows = []
+    for d, n, eps in panel_cells(cells):
+        x = d.sample(n)
+        for kind in ("mean", "sum"):
+            seed = seed_of(tag, d.label, n, eps, kind)
+            old, new = (float(np.median(mean_sum_errors(kind, s, x, eps, runs, seed))) for s in (before[kind], {}))
+            rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
+            print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
+    return rows
+
+
+def cells_table(rows: list[dict]) -> str:
+    """:func:`paired_medians`' rows as the "Every cell" markdown table."""
+    return md_table(["aggregate", "dataset", "n", "eps", "before", "now"],
+                    [[r["kind"], r["dataset"], str(r["n"]), f"{r['eps']:g}", fmt(r["old"]), fmt(r["new"])]
+                     for r in rows])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=200)
@@ -52,14 +73,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(RESULTS, "mean_splits.md"))
     a = ap.parse_args()
     t0 = time.time()
-    rows, tails = [], []
-    for d, n, eps in panel_cells(CELLS):
-        x = d.sample(n)
-        for kind in ("mean", "sum"):
-            seed = seed_of("low_class", d.label, n, eps, kind)
-            old, new = (float(np.median(mean_sum_errors(kind, s, x, eps, a.runs, seed))) for s in (BEFORE[kind], {}))
-            rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
-            print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
+    rows, tails = paired_medians("low_class", CELLS, BEFORE, a.runs), []
     far = next(d for d in panel() if d.label == "normal_far")
     for kind in ("mean", "sum"):
         for n in (200, 300, 400, 600, 700):
@@ -90,9 +104,7 @@ def main() -> None:
     lines.append(md_table(["aggregate", "n eps", "cells", "geomean", "worst (cell)", "best"], body))
     lines += [f"\n## N(1e6, 10), eps = 1, {a.tail_runs} runs: median error, runs > 3 units off, 99.9th percentile\n",
               md_table(["aggregate", "n", "median error", "runs > 3 off", "p99.9"], tails), "\n## Every cell\n",
-              md_table(["aggregate", "dataset", "n", "eps", "before", "now"],
-                       [[r["kind"], r["dataset"], str(r["n"]), f"{r['eps']:g}", fmt(r["old"]), fmt(r["new"])]
-                        for r in rows])]
+              cells_table(rows)]
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {a.out}")

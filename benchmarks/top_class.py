@@ -21,9 +21,9 @@ import os
 import time
 
 import numpy as np
-from common import RESULTS, fmt, md_table, panel, panel_cells, seed_of
+from common import RESULTS, md_table, panel, seed_of
 from levels import _gm
-from mean_splits import mean_sum_errors
+from mean_splits import cells_table, mean_sum_errors, paired_medians
 
 from dpsql.core import scalefree as sf
 
@@ -48,14 +48,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(RESULTS, "top_class.md"))
     a = ap.parse_args()
     t0 = time.time()
-    rows = []
-    for d, n, eps in panel_cells(CELLS):
-        x = d.sample(n)
-        for kind in ("mean", "sum"):
-            seed = seed_of("top_class", d.label, n, eps, kind)
-            old, new = (float(np.median(mean_sum_errors(kind, s, x, eps, a.runs, seed))) for s in (BEFORE[kind], {}))
-            rows.append({"kind": kind, "dataset": d.label, "n": n, "eps": eps, "old": old, "new": new})
-            print(f"{kind} {d.label} n={n} eps={eps:g}: before {fmt(old)} now {fmt(new)}", flush=True)
+    rows = paired_medians("top_class", CELLS, BEFORE, a.runs)
     tails = []
     for label in TAILS:
         d = next(d for d in panel() if d.label == label)
@@ -85,9 +78,7 @@ def main() -> None:
              f"\n## Tails, eps = 1, {a.tail_runs} runs: median error, runs > 1 and > 3 units off, p99.9 "
              "(before -> now)\n",
              md_table(["aggregate", "dataset", "n", "median", "> 1", "> 3", "p99.9"], tails), "\n## Every cell\n",
-             md_table(["aggregate", "dataset", "n", "eps", "before", "now"],
-                      [[r["kind"], r["dataset"], str(r["n"]), f"{r['eps']:g}", fmt(r["old"]), fmt(r["new"])]
-                       for r in rows])]
+             cells_table(rows)]
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {a.out}")
