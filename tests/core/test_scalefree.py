@@ -472,14 +472,16 @@ _FIXED_ROUTES = [("mid", 230.0, "mean"), ("low", 330.0, "mean"), ("low", 330.0, 
                  ("top", 3000.0, "sum")]
 
 
+@pytest.mark.parametrize("eps", [MIN_EPSILON, 0.5, MAX_EPSILON])
 @pytest.mark.parametrize(("route", "ne", "agg"), _FIXED_ROUTES)
 @pytest.mark.parametrize("pair", ["one_at_+1e300", "one_at_-inf", "far_outlier_1e15", "equal_plus_far",
                                   "two_far_clusters"])
-def test_route_classes_with_a_fixed_count(route, ne, agg, pair):
-    """:func:`~dpsql.core.scalefree.mean_sum_route` of the route-check zones and the top class at eps = 0.5 on
-    extreme neighbours, the first count fixed: the second count, the routes it gives and the class's steps, 2,000
-    runs a side, empirical eps <= eps."""
-    eps, runs = 0.5, 2000
+def test_route_classes_with_a_fixed_count(route, ne, agg, pair, eps):
+    """:func:`~dpsql.core.scalefree.mean_sum_route` of the route-check zones and the top class at eps = 0.5 and at
+    the smallest and largest accepted eps on extreme neighbours, the first count fixed (so n_hat eps sits in the
+    class whatever eps): the second count, the routes it gives and the class's steps, 2,000 runs a side, empirical
+    eps <= eps."""
+    runs = 2000
     classes = dict((r, sp) for r, _, sp in S.mean_classes(np.zeros(0), eps, agg))
     d, d2 = EXTREME_NEIGHBOURS[pair]
     outs = []
