@@ -629,6 +629,18 @@ def _var(s: Batch, eps_count: float, asms: tuple[tuple[float, float], ...], para
     ``(eps, threshold shift)`` in ``asms`` (each eps-DP on the same exact bounds; the grid is public once
     the count is released).  Returns the releases and the noisy count."""
     n_hat = noisy_count(s, eps_count, rng)
+    return asm_vars(s, n_hat, asms, params, rng), n_hat
+
+
+def asm_var(s: Batch, n_hat: np.ndarray, eps: float, params: Params, rng: Rng) -> np.ndarray:
+    """One ASM for the variance at ``eps`` on a sorted batch given its released count (:func:`asm_vars`)."""
+    return asm_vars(s, n_hat, ((eps, 0.0),), params, rng)[0]
+
+
+def asm_vars(s: Batch, n_hat: np.ndarray, asms: tuple[tuple[float, float], ...], params: Params, rng: Rng
+             ) -> list[np.ndarray]:
+    """:func:`_var` after its count: one ASM per ``(eps, threshold shift)`` given the released count ``n_hat``
+    (the grid ratio's input), on the sorted (bounded) batch ``s``."""
     steps = [(eps, sh, eps / (RATIO + 2.0)) for eps, sh in asms]
     log_f, log_L = var_bounds(s, max(truncation(e2) for _, _, e2 in steps))
     if params.lower is not None and params.upper is not None:
@@ -644,7 +656,7 @@ def _var(s: Batch, eps_count: float, asms: tuple[tuple[float, float], ...], para
             with np.errstate(over="ignore"):  # inf when the square overflows: then no cap
                 t = np.minimum(t, np.square(np.float64(params.upper / 2.0 - params.lower / 2.0)))
         out.append(t)
-    return out, n_hat
+    return out
 
 
 def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:

@@ -7,7 +7,7 @@ registers nothing when imported.  :mod:`dpsql.core` hands :data:`METHODS` to the
 
 from __future__ import annotations
 
-from . import asymmetric, clipped, instance, scalefree, smooth, subset, universal
+from . import asymmetric, clipped, instance, moments, scalefree, smooth, subset, universal
 from .registry import Method
 
 __all__ = ["FAMILIES", "METHODS"]
@@ -19,6 +19,7 @@ FAMILIES = (
     clipped,  # plain clipped baseline with user bounds
     instance,  # seed 004
     scalefree,  # accuracy study R1/R2 (the defaults of sum, mean, quantile, iqr)
+    moments,  # dp_var's default: seed 002 below n eps = 30,000, scale-free moments above
     smooth,  # seed 001
     subset,  # seed 000
 )

@@ -119,7 +119,7 @@ DEFAULTS: dict[str, str] = {
     "count": "laplace",
     "sum": "scalefree",
     "mean": "scalefree",
-    "var": "asymmetric",
+    "var": "scalefree",
     "quantile": "scalefree",
     "iqr": "scalefree",
 }

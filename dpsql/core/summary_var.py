@@ -171,26 +171,30 @@ def _summary_bounds(S: VarSummary, C: int) -> tuple[np.ndarray, np.ndarray]:
     return _in_parts(part, -(-G // step))
 
 
-def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None, small: float = 0.0
-             ) -> np.ndarray:
+def variance(src: VarSource, epsilon: float, rng: Rng, n_hat: np.ndarray | None = None, small: float = 0.0,
+             groups: np.ndarray | None = None) -> np.ndarray:
     """dp_var, asymmetric, without bounds: :func:`~dpsql.core.asymmetric.run_var`'s law (module docstring), the
     population variance per group, never NULL.  Cost epsilon (pure).  ``n_hat``: the released count
-    (:func:`released_count`), else drawn here; ``small``: the hybrid split (:func:`row_groups`).  dp_stddev is
-    the square root of the release (post-processing)."""
+    (:func:`released_count`), else drawn here; ``small``: the hybrid split (:func:`row_groups`); ``groups``: only
+    these groups (ascending; the default's asymmetric class, :mod:`dpsql.core.moments`), released in that order
+    from ``n_hat``'s entries for them.  dp_stddev is the square root of the release (post-processing)."""
     need_wide("dp_var asymmetric")
     n = np.asarray(src.sizes(), dtype=np.int64)
     G = n.size
     if n_hat is None:
         n_hat = released_count(src, epsilon, rng)
+    sel = np.arange(G) if groups is None else np.asarray(groups, dtype=np.int64)
     _, eps_asm, eps2 = _shares(epsilon)
     C = truncation(eps2)
-    log_f, log_L = np.empty(G), np.empty((G, C))
-    rows = row_groups(n_hat, small)
+    log_f, log_L = np.empty(sel.size), np.empty((sel.size, C))
+    rows = row_groups(n_hat[sel], small)  # positions in sel
     # the rows in parts of summary.ROWS_CHUNK released rows (each group's bounds are its own: no bit changes)
-    for g in announce_rows(src, row_parts(rows, n_hat), n_hat) if rows.size else ():
-        log_f[g], log_L[g] = _rows_bounds(src.batch(g), n_hat[g], C)
-    big = np.setdiff1d(np.arange(G), rows)
+    for g in announce_rows(src, row_parts(sel[rows], n_hat), n_hat) if rows.size else ():
+        at = np.searchsorted(sel, g)
+        log_f[at], log_L[at] = _rows_bounds(src.batch(g), n_hat[g], C)
+    big = np.setdiff1d(np.arange(sel.size), rows)
     if big.size:
-        log_f[big], log_L[big] = _summary_bounds(src.var_summary(big, C), C)
-    lb = np.log(grid_ratio(eps_asm, n_hat))
-    return asm_scan(log_f, log_L, np.zeros((G, 0)), np.full(G, np.inf), RATIO * eps2, eps2, rng, lb, 0.0)
+        log_f[big], log_L[big] = _summary_bounds(src.var_summary(sel[big], C), C)
+    lb = np.log(grid_ratio(eps_asm, n_hat[sel]))
+    return asm_scan(log_f, log_L, np.zeros((sel.size, 0)), np.full(sel.size, np.inf), RATIO * eps2, eps2, rng, lb,
+                    0.0)

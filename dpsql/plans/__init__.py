@@ -18,9 +18,12 @@ passes per quartile, the first bucket pass and the tail pass shared.
 ``dp_mean(x, epsilon := e)`` and ``dp_sum(x, epsilon := e)`` (same named arguments) are
 :func:`dpsql.core.summary_mean.mean` / ``sum`` on :class:`MeanDuckSource` (its passes: the radius
 histogram, the derived ``|x - c|`` for the cap, the clipped fixed-point sums); their small groups join the rows pass.
-``dp_var(x, epsilon := e)`` and ``dp_stddev(x, epsilon := e)`` (at most ``method := 'asymmetric'`` besides) are
+``dp_var(x, epsilon := e)`` and ``dp_stddev(x, epsilon := e)`` (at most ``method := 'scalefree'`` (the default) or
+``'asymmetric'`` besides): per group by the released count (:mod:`dpsql.core.moments`), the asymmetric class is
 :func:`dpsql.core.summary_var.variance` (its square root) on :class:`dpsql.plans.var.DuckVarSource`: two passes (the
-top-k edges, then the core sums around the core's midpoint) for large groups; their small groups join the rows pass.
+top-k edges, then the core sums around the core's midpoint) for large groups; their small groups join the rows pass;
+the top class (``n_hat eps >= VAR_TOP``) is two dp_mean plans (:func:`_moments`: the mean, then the mean of
+``(x - c)**2``).  ``'asymmetric'`` sends every group to the first.
 Anything else runs as written through the plain macros (``dpsql.install(con)`` must have run): the fallback.
 The guarded front doors (``dpsql.connect``'s sessions: the shell, ``dpsql query``, the server) use it too: their
 executor runs the guard's rewritten SQL through :func:`run` with ``materialize=True`` when it compiles
@@ -143,6 +146,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..core import ParameterError, Params, get_method, summary_mean
+from ..core import moments as core_moments
 from ..core import summary as core_summary
 from ..core import summary_var as core_var
 from ..core.batch import Batch, SortedBatch, clean
@@ -174,7 +178,8 @@ class Call:
     epsilon: float
     name: str
     p: float | tuple[float, ...] = 0.5
-    aggregate: str = "quantile"  # or "iqr", "mean", "sum"
+    aggregate: str = "quantile"  # or "iqr", "mean", "sum", "var", "stddev"
+    method: str = ""  # dp_var / dp_stddev: "scalefree" (the default) or "asymmetric"
 
 
 @dataclass(frozen=True)
@@ -247,15 +252,18 @@ def _call(node: exp.Expression, name: str) -> Call | None:
 
 
 def _var_call(value: exp.Expression, named: dict, name: str, aggregate: str) -> Call | None:
-    """dp_var / dp_stddev with at most ``method := 'asymmetric'`` (the default) besides epsilon."""
+    """dp_var / dp_stddev with at most ``method := 'scalefree'`` (the default) or ``'asymmetric'`` besides
+    epsilon."""
     m = named.get("method")
-    if m is not None and not (isinstance(m, exp.Literal) and m.is_string and m.this in ("asymmetric", "default")):
+    if m is not None and not (isinstance(m, exp.Literal) and m.is_string and
+                              m.this in ("asymmetric", "scalefree", "default")):
         return None
+    method = "asymmetric" if m is not None and m.this == "asymmetric" else "scalefree"
     eps = _literal_number(named["epsilon"])
     if eps is None:
         return None
-    validate("var", get_method("var", None), Params(epsilon=eps))  # ParameterError names the argument
-    return Call(value.sql("duckdb"), eps, name, 0.5, aggregate)
+    validate("var", get_method("var", method), Params(epsilon=eps))  # ParameterError names the argument
+    return Call(value.sql("duckdb"), eps, name, 0.5, aggregate, method)
 
 
 def compile_query(sql: str) -> Plan | None:
@@ -471,7 +479,7 @@ class DuckSource:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, plan: Plan, call: int, groups: pa.Table, n: np.ndarray,
                  rng: Rng, rows: np.ndarray | None = None) -> None:
-        self.con, self.plan, self.groups, self.n, self.rng = con, plan, groups, n, rng
+        self.con, self.plan, self.groups, self.n, self.rng, self.call = con, plan, groups, n, rng, call
         keys = ", ".join(f"{k} AS _k{i}" for i, k in enumerate(plan.keys))
         value = plan.calls[call].value
         self.base = f"(SELECT {keys + ', ' if keys else ''}CAST({value} AS DOUBLE) AS _x {plan.source})"
@@ -1414,11 +1422,66 @@ def _source_class(call: Call) -> type[DuckSource]:
 
 
 def _variance(src: DuckSource, call: Call, n_hat: np.ndarray, rng: Rng) -> np.ndarray:
-    """dp_var (:func:`dpsql.core.summary_var.variance` on :class:`dpsql.plans.var.DuckVarSource`: the small groups
-    from the rows pass, the others from two summary passes) or dp_stddev, its square root (post-processing, as
-    the binding's)."""
-    v = core_var.variance(DuckVarSource(src), call.epsilon, rng, n_hat=n_hat, small=SMALL_ROWS)
+    """dp_var or dp_stddev, its square root (post-processing, as the binding's).  ``asymmetric``:
+    :func:`dpsql.core.summary_var.variance` on :class:`dpsql.plans.var.DuckVarSource` (the small groups from the
+    rows pass, the others from two summary passes).  The default (:mod:`dpsql.core.moments`): the same for the
+    groups its released count puts in the asymmetric class, then :func:`_moments` for the others, in the list
+    route's order."""
+    if call.method == "asymmetric":
+        v = core_var.variance(DuckVarSource(src), call.epsilon, rng, n_hat=n_hat, small=SMALL_ROWS)
+    else:
+        low, top = core_moments.classes(n_hat, call.epsilon)
+        v = np.zeros(n_hat.size)
+        if low.size:
+            v[low] = core_var.variance(DuckVarSource(src), call.epsilon, rng, n_hat=n_hat, small=SMALL_ROWS,
+                                       groups=low)
+        if top.size:
+            v[top] = _moments(src, top, call.epsilon, rng)
     return np.sqrt(np.maximum(v, 0.0)) if call.aggregate == "stddev" else v
+
+
+def _moments(src: DuckSource, top: np.ndarray, eps: float, rng: Rng) -> np.ndarray:
+    """dp_var's top class (:func:`dpsql.core.moments.moments`) on the groups ``top`` of ``src``: the mean
+    (:func:`dpsql.core.summary_mean.mean`) on a source over those groups' rows, then the mean of
+    ``min((x - c)**2, DOMAIN)`` on a source whose value is that square (the list route's floats: the clamped x, one
+    IEEE subtraction and one product, clamped by the passes' own ``_VC``; NaN and NULL rows stay invalid), c joined
+    per group from a registered table of the released means.  Each source draws as the list route's mechanism on
+    the same groups (the summary routes' tests), so the releases are the list route's."""
+    keys = src.groups.take(pa.array(top)) if src.plan.keys else src.groups
+    n, rows = src.n[top], src.rows[top]
+
+    def sub() -> MeanDuckSource:
+        return MeanDuckSource(src.con, src.plan, src.call, keys, n, rng, rows)
+
+    def mean(e: float) -> np.ndarray:
+        x = sub()
+        try:
+            return summary_mean.mean(x, e, rng, small=SMALL_ROWS)
+        finally:
+            x.drop_rows()
+
+    def squares(c: np.ndarray, e: float) -> np.ndarray:
+        y = sub()
+        name = f"_dpsql_plan_centre{next(DuckSource._ids)}"
+        cc = pa.array(np.asarray(c, dtype=np.float64))
+        t = keys.append_column("_sqc", cc) if src.plan.keys else pa.table({"_sqc": cc})
+        src.con.register(name, t)
+        # alias sq, not p: the passes inline their own parameters' ``p.<col>`` (:func:`_inline`), and the clipped
+        # sums' centre is p._cc
+        d = f"({_VC.replace('_x', 'b._x')} - sq._sqc)"
+        ks = "".join(f"b._k{i} AS _k{i}, " for i in range(len(src.plan.keys)))
+        on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM sq._k{i}" for i in range(len(src.plan.keys)))
+        # NaN stays NaN (an invalid row, as x's): DuckDB orders NaN above every number, so _VC would clamp it to
+        # 2**1000 and make it a valid row; NULL stays NULL.  The rows are the source's, one per row of x
+        y.base = (f"(SELECT {ks}CASE WHEN isnan(b._x) THEN b._x ELSE {d} * {d} END AS _x FROM {src.base} b "
+                  f"{f'JOIN {name} sq ON {on}' if on else f'CROSS JOIN {name} sq'})")
+        try:
+            return summary_mean.mean(y, e, rng, small=SMALL_ROWS)
+        finally:
+            y.drop_rows()
+            src.con.unregister(name)
+
+    return core_moments.moments(mean, squares, eps)
 
 
 def _released_count(src: DuckSource, call: Call, rng: Rng) -> np.ndarray:
@@ -1434,7 +1497,9 @@ def _released_count(src: DuckSource, call: Call, rng: Rng) -> np.ndarray:
 def _row_groups(n_hat: np.ndarray, call: Call) -> np.ndarray:
     """The groups a call reads as rows (the hybrid route), from its released count."""
     if call.aggregate in _VAR.values():
-        return core_var.row_groups(n_hat, SMALL_ROWS)
+        rows = core_var.row_groups(n_hat, SMALL_ROWS)
+        return rows if call.method == "asymmetric" else np.intersect1d(rows, core_moments.classes(n_hat,
+                                                                                                 call.epsilon)[0])
     if call.aggregate in ("mean", "sum"):
         return summary_mean.row_groups(n_hat, call.epsilon, call.aggregate, SMALL_ROWS)
     return core_summary.row_groups(n_hat, call.epsilon, call.p, SMALL_ROWS)

@@ -8,9 +8,10 @@ from pathlib import Path
 import dpsql.core
 
 CORE = Path(dpsql.core.__file__).resolve().parent
-FAMILIES = {"universal", "scalefree", "asymmetric", "subset", "smooth", "instance", "clipped"}
-#: family -> family imports allowed: dp_var_ci's upper end uses the scale-free floor and median
-FAMILY_EDGES = {("asymmetric", "scalefree")}
+FAMILIES = {"universal", "scalefree", "asymmetric", "subset", "smooth", "instance", "clipped", "moments"}
+#: family -> family imports allowed: dp_var_ci's upper end uses the scale-free floor and median; dp_var's default
+#: (moments) routes between the asymmetric mechanism and the scale-free means
+FAMILY_EDGES = {("asymmetric", "scalefree"), ("moments", "asymmetric"), ("moments", "scalefree")}
 
 
 def _graph() -> dict[str, set[str]]:

@@ -303,7 +303,9 @@ def test_parameters_by_position_are_the_named_ones() -> None:
             "SELECT dp_quantile(x, 0.9, 2) FROM t": "SELECT dp_quantile(x, 0.9, epsilon := 2) FROM t",
             "SELECT g, dp_mean(x, 1) FROM t GROUP BY g": "SELECT g, dp_mean(x, epsilon := 1) FROM t GROUP BY g",
             "SELECT dp_sum(x, 1, NULL, NULL, 'scalefree') FROM t": "SELECT dp_sum(x, epsilon := 1) FROM t",
-            "SELECT dp_var(x, 1, method := 'asymmetric') FROM t": "SELECT dp_var(x, epsilon := 1) FROM t",
+            "SELECT dp_var(x, 1, method := 'asymmetric') FROM t":
+                "SELECT dp_var(x, epsilon := 1, method := 'asymmetric') FROM t",
+            "SELECT dp_var(x, 1) FROM t": "SELECT dp_var(x, epsilon := 1, method := 'scalefree') FROM t",
             "SELECT dp_iqr(x, 1) FROM t": "SELECT dp_iqr(x, epsilon := 1) FROM t",
             "SELECT dp_stddev(x, 0.25) FROM t": "SELECT dp_stddev(x, epsilon := 0.25) FROM t"}
     for q, ref in same.items():
