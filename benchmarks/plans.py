@@ -15,7 +15,8 @@ list and summary routes (``--reps`` rounds).  ``--small-ab ROWS GROUPS...``: the
 through the passes vs every group read as rows (plans.SMALL_ROWS 0 vs inf), alternating fresh processes.
 ``--aggregate iqr``: dp_iqr instead of dp_median, against ``quantile_cont(x, 0.75) - quantile_cont(x, 0.25)``
 (the table printed, and written to ``--out``: point it elsewhere to keep the median's results).  ``--aggregate var``:
-dp_var (asymmetric) against ``var_samp(x)`` (in the column named quantile_cont).
+dp_var (the default: asymmetric below n eps = 30,000, moments above) against ``var_samp(x)`` (in the column named
+quantile_cont).
 ``--aggregate mean`` / ``sum``: dp_mean / dp_sum (scalefree) against ``avg(x)`` / ``sum(x)`` (the same column).
 """
 

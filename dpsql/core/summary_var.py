@@ -1,5 +1,5 @@
-"""Summary plans for dp_var and dp_stddev (issue 17): the default asymmetric variance
-(:func:`~dpsql.core.asymmetric.run_var`) from per-group summaries, draw for draw the list route's releases from
+"""Summary plans for dp_var and dp_stddev (issue 17): the asymmetric variance (:func:`~dpsql.core.asymmetric.run_var`;
+the default's class below ``moments.VAR_TOP``) from per-group summaries, draw for draw the list route's releases from
 :class:`VarBatchSource`.
 
 The list route (``run_var`` -> ``_var``) draws a released count (``SPLIT_VAR['count'] eps``, it only sets the grid

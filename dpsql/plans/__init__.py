@@ -145,7 +145,7 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 import sqlglot
 from sqlglot import exp
 
-from ..core import ParameterError, Params, get_method, summary_mean
+from ..core import ParameterError, Params, get_method, primitives, summary_mean
 from ..core import moments as core_moments
 from ..core import summary as core_summary
 from ..core import summary_var as core_var
@@ -162,7 +162,8 @@ __all__ = ["run", "compile_query", "materialized", "Plan", "Call", "DuckSource",
 _DP = {"dp_median": None, "dp_quantile": 0.5, "dp_iqr": None, "dp_mean": None, "dp_sum": None}
 #: dp_mean / dp_sum: dpsql.core.summary_mean through MeanDuckSource (below)
 _MEAN_SUM = {"dp_mean": "mean", "dp_sum": "sum"}
-#: dp_var / dp_stddev (asymmetric, the default): dpsql.core.summary_var through dpsql.plans.var.DuckVarSource
+#: dp_var / dp_stddev (dpsql.core.moments' routes: dpsql.core.summary_var through dpsql.plans.var.DuckVarSource for
+#: the asymmetric class, two dp_mean plans for the top class)
 _VAR = {"dp_var": "var", "dp_stddev": "stddev"}
 _DP.update(dict.fromkeys(_VAR))
 _ALLOWED_ARGS = {"expressions", "from", "from_", "where", "group", "joins", "kind", "hint", "operation_modifiers",
@@ -263,6 +264,8 @@ def _var_call(value: exp.Expression, named: dict, name: str, aggregate: str) -> 
     if eps is None:
         return None
     validate("var", get_method("var", method), Params(epsilon=eps))  # ParameterError names the argument
+    if not primitives.WIDE_OK:  # both methods' asymmetric class needs it: the macros refuse before reading a row
+        return None
     return Call(value.sql("duckdb"), eps, name, 0.5, aggregate, method)
 
 

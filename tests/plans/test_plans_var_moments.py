@@ -6,13 +6,17 @@ asymmetric class of the same query is tests/plans/test_plans_var.py's."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from test_plans import EXTREME, _group, _one_thread
 from test_plans_mean import _MeanReplay
 
 from dpsql import plans
+from dpsql.core import asymmetric as A
 from dpsql.core import moments as M
+from dpsql.core import scalefree as S
 from dpsql.core import summary_mean, summary_var
 from dpsql.core.accounting import pure
 from dpsql.core.batch import DOMAIN, Batch
@@ -114,3 +118,76 @@ def test_method_names_compile() -> None:
                     (", method := 'asymmetric'", "asymmetric")):
         plan = plans.compile_query(f"SELECT dp_var(x, epsilon := 1{m}) FROM t")
         assert plan is not None and plan.calls[0].method == want
+
+
+def test_null_values_null_keys_and_calls_sharing_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NULL and NaN values, a NULL group key, and dp_var, dp_stddev and dp_mean on one value in one query (the
+    shared rows pass leaves the top groups to their own sources): the releases of the plans read as rows are the
+    list route's, call by call, in the query's order of draws."""
+    import duckdb
+    import pyarrow as pa
+
+    monkeypatch.setattr(plans, "SMALL_ROWS", np.inf)
+    r = np.random.default_rng(12)
+    sizes = (3000, 40, 2500)
+    keys = [1, None, 2]
+    x = [v for n in sizes for v in r.lognormal(1.0, 1.0, n).tolist()]
+    x[5], x[7], x[3100] = None, float("nan"), None
+    g = [k for k, n in zip(keys, sizes, strict=True) for _ in range(n)]
+    con = duckdb.connect(config={"threads": 1})
+    con.register("t", pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.float64())}))
+    got = plans.run(con, "SELECT g, dp_var(x, epsilon := 20.0) AS v, dp_mean(x, epsilon := 1.0) AS m, "
+                         "dp_stddev(x, epsilon := 15.0) AS s FROM t GROUP BY g", Rng.seeded(5))
+    order = got.column("g").to_pylist()
+    lists = []
+    for k in order:
+        vals = [v for gi, v in zip(g, x, strict=True) if gi == k]
+        lists.append(np.array([np.nan if v is None else v for v in vals]))
+    rng = Rng.seeded(5)  # plans.run: every call's count first, in the calls' order, then each call in turn
+    b = lambda: Batch.from_lists(lists)  # noqa: E731
+    n_var = summary_var.released_count(summary_var.VarBatchSource(b()), 20.0, rng)
+    n_mean = summary_mean.released_count(summary_mean.MeanBatchSource(b()), 1.0, rng)
+    n_sd = summary_var.released_count(summary_var.VarBatchSource(b()), 15.0, rng)
+    assert M.classes(n_var, 20.0)[1].size and M.classes(n_sd, 15.0)[1].size  # the top class is reached
+    want_v = _continue_var(lists, n_var, 20.0, rng)
+    want_m = summary_mean.mean(summary_mean.MeanBatchSource(b()), 1.0, rng, n_hat=n_mean, small=np.inf)
+    want_s = np.sqrt(_continue_var(lists, n_sd, 15.0, rng))
+    np.testing.assert_array_equal(got.column("v").to_numpy(zero_copy_only=False).astype(float), want_v)
+    np.testing.assert_array_equal(got.column("m").to_numpy(zero_copy_only=False).astype(float), want_m)
+    np.testing.assert_array_equal(got.column("s").to_numpy(zero_copy_only=False).astype(float), want_s)
+
+
+def _continue_var(lists: list[np.ndarray], n_hat: np.ndarray, eps: float, rng: Rng) -> np.ndarray:
+    """moments.run_var after its count, on rows (the list route's code for each class)."""
+    s = Batch.from_lists(lists).sorted()
+    low, top = M.classes(n_hat, eps)
+    v = np.zeros(len(lists))
+    if low.size:
+        v[low] = A.asm_var(M._sub(s, low), n_hat[low], A.SPLIT_VAR["asm"] * eps, Params(), rng)
+    if top.size:
+        sub = M._sub(s, top)
+        v[top] = M.moments(lambda e: S.run_mean(sub, pure(e), Params(), rng),
+                           lambda c, e: S.run_mean(M.squares(sub, c), pure(e), Params(), rng), eps)
+    return v
+
+
+@pytest.mark.parametrize("small", [0.0, 1000.0])
+def test_statements_do_not_depend_on_the_values(small: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The top class's statements, given the same group sizes and generator, are the same for tame and wild values
+    (+-1e300, +-inf, huge integers, subnormals, a far outlier), through the passes and hybrid, up to their numbers:
+    the mean's passes carry released parameters (the floor's shifts, c, the ranges) in their text, which differ
+    with the data as released values do."""
+    from plan_statements import run_recorded
+
+    monkeypatch.setattr(plans, "SMALL_ROWS", small)
+    monkeypatch.setattr(M, "VAR_TOP", 0.0)
+    sizes = (30, 700, 3000)
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    tame = np.random.default_rng(1).normal(0, 1, g.size)
+    wild = np.random.default_rng(2).choice([1e300, -1e300, np.inf, -np.inf, 9.3e18, 5e-324, 3.0], g.size)
+    seen = []
+    for x in (tame, wild):
+        seen.append(run_recorded(monkeypatch, _one_thread(g, x), "SELECT g, dp_var(x, epsilon := 5.0) AS v FROM t "
+                                 "GROUP BY g", Rng.seeded(9))[1])
+    strip = [[re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "?", q) for q in s] for s in seen]
+    assert strip[0] == strip[1]

@@ -10,7 +10,8 @@ dp_var and dp_stddev, the edge pairs at the smallest and the largest accepted ep
 BIGINT / HUGEINT columns (cast by the plan), and doubled values (ties at the core's edges).  An empty group is a
 group of one NULL row (n = 0: dp_var still releases a grid point).  The hybrid route (``plans.SMALL_ROWS`` 41: a
 40-row D and its 41-row neighbour are read as rows or take the passes by their released count): the extreme pairs
-at the smallest, unit and largest epsilon, the rows' bounds in chunks on threads.
+at the smallest, unit and largest epsilon, the rows' bounds in chunks on threads.  The default's top class
+(dpsql.core.moments, ``VAR_TOP`` lowered to 0) through the passes and the hybrid route.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from plan_privacy import EXTRA, releases
 
 from dpsql import plans
+from dpsql.core import moments as core_moments
 from dpsql.core import summary_var
 from dpsql.core.registry import MAX_EPSILON, MIN_EPSILON
 from dpsql.testing import EDGE_PAIRS, EXTREME_NEIGHBOURS, empirical_epsilon
@@ -71,3 +73,22 @@ def test_extreme_neighbours_on_the_hybrid_route(pair: str, epsilon: float, monke
     monkeypatch.setattr(summary_var, "ROWS_CHUNK", 1000.0)  # the rows' bounds in chunks of ~25 groups, on threads
     d, d2 = EXTREME_NEIGHBOURS[pair]
     assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, "hybrid")) <= epsilon
+
+
+@pytest.mark.parametrize(("pair", "epsilon"), [(p, 4.0) for p in EXTREME_NEIGHBOURS] +
+                         [(p, e) for p in EDGE_PAIRS for e in (MIN_EPSILON, MAX_EPSILON)])
+def test_top_class_through_the_plans(pair: str, epsilon: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp_var's default top class (dpsql.core.moments; ``VAR_TOP`` 0: every group takes it): the mean and the mean
+    of the squares through the passes, the squares built in SQL from the released c (NULL rows, +-inf, +-1e300 and
+    the integer extremes among the values)."""
+    monkeypatch.setattr(core_moments, "VAR_TOP", 0.0)
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, epsilon, _seed(pair, epsilon, "top")) <= epsilon
+
+
+@pytest.mark.parametrize("pair", ["empty_vs_one", "one_at_-inf", "equal_plus_far", "two_far_clusters"])
+def test_top_class_on_the_hybrid_route(pair: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core_moments, "VAR_TOP", 0.0)
+    monkeypatch.setattr(plans, "SMALL_ROWS", 41.0)
+    d, d2 = EXTREME_NEIGHBOURS[pair]
+    assert _eps("DOUBLE", d, d2, 4.0, _seed(pair, "top hybrid")) <= 4.0
