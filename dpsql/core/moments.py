@@ -6,8 +6,8 @@ Why two routes.  The asymmetric sensitivity mechanism (:mod:`~dpsql.core.asymmet
 whatever n.  That bias does not shrink with the data, so at large ``n eps`` the mechanism trails a clipped
 estimator: 5-10x the best exact-bounded peer on the panel's n eps = 10**5 cells, where the noise of a clipped
 second moment is a few 1e-4 of the variance.  Composed from the scale-free mechanisms (their ranges adapt to the
-data: no bounds), moments cut those errors x0.67 (geomean; worst x1.26) at n eps = 3e4 and x0.46 (worst x0.90) at
-10**5 over the panel's datasets; below they still win in geomean (x0.77 at 10**4) but lose cells where the
+data: no bounds), moments cut those errors x0.51 (geomean; worst x1.49, a bimodal mixture) at n eps = 4e4 and
+x0.42 (worst x0.87) at 10**5 over 11 datasets; below they still win in geomean (x0.77 at 10**4) but lose cells where the
 asymmetric mechanism's bias is small: distance x1.6-1.7 and a bimodal mixture x1.3-1.4 at 10**4, the mixture
 x2-7.7 at 3,000.  Measured: ``benchmarks/var_moments.py`` (``results/var_moments.md``; the cells below 3e4 with
 the prototype through SQL, 15 runs a cell).
