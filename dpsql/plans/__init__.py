@@ -1467,16 +1467,19 @@ def _moments(src: DuckSource, top: np.ndarray, eps: float, rng: Rng) -> np.ndarr
         y = sub()
         c = np.asarray(c, dtype=np.float64)
         name = f"_dpsql_plan_centre{next(DuckSource._ids)}"
-        one = top.size == 1  # c as an exact literal (the passes' own join keeps the one group's rows): no join
+        # one group: c as an exact literal (the passes' own join keeps the group's rows; no join), as every
+        # one-group pass inlines its released parameters (DuckSource.INLINE)
+        one = top.size == 1 and DuckSource.INLINE
         ks = "".join(f"b._k{i} AS _k{i}, " for i in range(len(src.plan.keys)))
         if one:
             cc, frm = _literal(c), f"{src.base} b"
         else:
-            src.con.register(name, keys.append_column("_sqc", pa.array(c)))
+            cs = pa.array(c)
+            src.con.register(name, keys.append_column("_sqc", cs) if src.plan.keys else pa.table({"_sqc": cs}))
             # alias sq, not p: the passes inline their own parameters' ``p.<col>`` (:func:`_inline`), and the
             # clipped sums' centre is p._cc
             on = " AND ".join(f"b._k{i} IS NOT DISTINCT FROM sq._k{i}" for i in range(len(src.plan.keys)))
-            cc, frm = "_sqc", f"{src.base} b JOIN {name} sq ON {on}"
+            cc, frm = "_sqc", f"{src.base} b {f'JOIN {name} sq ON {on}' if on else f'CROSS JOIN {name} sq'}"
         # d = clamped x - c in a projection of its own (written twice in one expression it was computed twice: the
         # passes over the squares took 1.5-3.4x those over x, 1.2-2x with this; 10**7 rows), then d * d; NaN stays
         # NaN (an invalid row, as x's): DuckDB orders NaN above every number, so _VC would clamp it to 2**1000 and
