@@ -21,7 +21,7 @@ DOMAIN = 2.0**1000
 #: batches at least this large sort in a worker thread when :meth:`Batch.presort` is called
 PRESORT_MIN = 1 << 20
 
-__all__ = ["Batch", "SortedBatch", "DOMAIN", "clean"]
+__all__ = ["Batch", "SortedBatch", "DOMAIN", "clean", "take_groups"]
 
 
 @dataclass
@@ -117,6 +117,20 @@ class SortedBatch(Batch):
     @_sorted.setter
     def _sorted(self, value: Batch | None) -> None:
         pass
+
+
+def take_groups(s: Batch, idx: np.ndarray) -> SortedBatch:
+    """The groups ``idx`` of the sorted batch ``s``, in that order, as a :class:`SortedBatch` (no reference cycle): a
+    view of ``s``'s values when ``idx`` is a run of consecutive ascending groups, else a copy.  (The core's and the
+    summary plans' selections of groups by released values, and the summary sources' reference rows.)"""
+    idx = np.asarray(idx, dtype=np.int64)
+    lo, hi = s.offsets[idx], s.offsets[idx + 1]
+    offsets = np.zeros(idx.size + 1, dtype=np.int64)
+    np.cumsum(hi - lo, out=offsets[1:])
+    if idx.size and np.all(np.diff(idx) == 1):
+        return SortedBatch(s.values[lo[0]:hi[-1]], offsets)
+    take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
+    return SortedBatch(s.values[take], offsets)
 
 
 def clean(values: np.ndarray, offsets: np.ndarray, valid: np.ndarray | None = None) -> Batch:

@@ -46,7 +46,7 @@ import numpy as np
 from ..noise import Rng
 from .accounting import Privacy
 from .asymmetric import SPLIT_VAR, asm_var, interval_var
-from .batch import DOMAIN, Batch
+from .batch import DOMAIN, Batch, take_groups
 from .helpers import bounded
 from .primitives import need_wide, noisy_count
 from .registry import Method, Params
@@ -90,17 +90,6 @@ def moments(mean: Callable[[float], np.ndarray], mean_of_squares: Callable[[np.n
     return combine(mean_of_squares(c, SPLIT["squares"] * epsilon))
 
 
-def _sub(s: Batch, idx: np.ndarray) -> Batch:
-    """The groups ``idx`` of a sorted batch, sorted."""
-    lo, hi = s.offsets[idx], s.offsets[idx + 1]
-    off = np.zeros(idx.size + 1, dtype=np.int64)
-    np.cumsum(hi - lo, out=off[1:])
-    take = np.repeat(lo - off[:-1], hi - lo) + np.arange(int(off[-1]))
-    sub = Batch(s.values[take], off)
-    sub._sorted = sub
-    return sub
-
-
 def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarray:
     """dp_var, the default: the asymmetric sensitivity mechanism below ``n_hat eps = VAR_TOP``, moments of the
     scale-free mechanisms above (module docstring: routes, cost eps, proof sketch).  With ``lower`` and ``upper``
@@ -112,9 +101,9 @@ def run_var(batch: Batch, budget: Privacy, params: Params, rng: Rng) -> np.ndarr
     low, top = classes(n_hat, eps)
     out = np.zeros(s.groups)
     if low.size:
-        out[low] = asm_var(_sub(s, low), n_hat[low], SPLIT_VAR["asm"] * eps, params, rng)
+        out[low] = asm_var(take_groups(s, low), n_hat[low], SPLIT_VAR["asm"] * eps, params, rng)
     if top.size:
-        sub = _sub(s, top)
+        sub = take_groups(s, top)
         none = Params()
         out[top] = moments(lambda e: run_mean(sub, Privacy("pure", e), none, rng),
                            lambda c, e: run_mean(squares(sub, c), Privacy("pure", e), none, rng), eps)

@@ -64,7 +64,7 @@ import numpy as np
 
 from ..noise import Rng
 from .accounting import Privacy
-from .batch import DOMAIN, Batch
+from .batch import DOMAIN, Batch, take_groups
 from .helpers import B_MIN, amplified, subsample
 from .helpers import bounded as _bounded
 from .helpers import intersect as _intersect
@@ -422,7 +422,7 @@ def floor_exponent(s: Batch, epsilon: float, rng: Rng, n_hat: np.ndarray | None 
     out = np.empty(s.groups, dtype=np.int64)
     for r in np.unique(eta)[::-1]:  # the rate-1 class first
         idx = np.flatnonzero(eta == r)
-        sub = s if idx.size == s.groups else _groups(s, idx)
+        sub = s if idx.size == s.groups else take_groups(s, idx)
         r = float(r)
         if r >= 1.0:
             out[idx] = floor_exponent_of(iqr_lower_bound(sub, epsilon, rng, ties=True))
@@ -501,17 +501,6 @@ def _clip_out(y: np.ndarray, params: Params) -> np.ndarray:
     return np.clip(y, lo, hi)
 
 
-def _groups(s: Batch, idx: np.ndarray) -> Batch:
-    """The sorted sub-batch of groups ``idx`` (a fixed selection by released values)."""
-    lo, hi = s.offsets[idx], s.offsets[idx + 1]
-    offsets = np.zeros(idx.size + 1, dtype=np.int64)
-    np.cumsum(hi - lo, out=offsets[1:])
-    take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
-    sub = Batch(s.values[take], offsets)
-    sub._sorted = sub
-    return sub
-
-
 def near_exponent(e: np.ndarray, c: np.ndarray) -> np.ndarray:
     """The near route's code floor: the private floor, clamped within ``NEAR_CLAMP`` octaves of the released
     centre's magnitude (where c != 0; post-processing).  Seed 003's IQR lower bound at the tail route's share
@@ -544,7 +533,8 @@ def _tail_quantiles(s: Batch, ps: tuple[float, ...], epsilon: float, rng: Rng,
     for sp, idx in classes:
         if not idx.size:
             continue
-        for q, got in zip(out, class_quantiles(_groups(s, idx), sp, ps, epsilon, rng, n_hat[idx], each), strict=True):
+        got_all = class_quantiles(take_groups(s, idx), sp, ps, epsilon, rng, n_hat[idx], each)
+        for q, got in zip(out, got_all, strict=True):
             for a, b in zip(q, got, strict=True):
                 a[idx] = b
     return out
@@ -634,7 +624,7 @@ def _run_quantile(batch: Batch, budget: Privacy, params: Params, rng: Rng,
         n_hat = noisy_count(s, SPLIT["count"] * eps, rng)
         got = tuple(np.full(s.groups, np.nan) for _ in range(3))
         for sp, idx in median_classes(n_hat, eps):
-            sub = _groups(s, idx)
+            sub = take_groups(s, idx)
             e = code_floor(floor_exponent(sub, sp["bound"] * eps, rng, n_hat[idx]))
             for a, b in zip(got, quantile_ci(sub, e, p, sp["em"] * eps, rng, None, 0, level, n_hat[idx],
                                              sp["count"] * eps), strict=True):
@@ -1048,7 +1038,7 @@ def _mean_sum(batch: Batch, budget: Privacy, params: Params, rng: Rng, level: fl
     for route, idx, sp in routes:
         if not idx.size:
             continue
-        out[idx], lo[idx], hi[idx] = mean_sum_route(_groups(s, idx), n[idx], route, sp, eps, rng, params, level,
+        out[idx], lo[idx], hi[idx] = mean_sum_route(take_groups(s, idx), n[idx], route, sp, eps, rng, params, level,
                                                     kind)
     if kind == "mean":  # NULL without a row; the exact mean of the clamped data lies within the public bounds
         out = np.where(n >= 1.0, out, np.nan)
@@ -1068,11 +1058,11 @@ def mean_sum_route(sub: Batch, n: np.ndarray, route: str, sp: dict[str, float], 
     lo, hi = np.full(sub.groups, -np.inf), np.full(sub.groups, np.inf)
     zone = np.zeros(sub.groups, dtype=bool) if checked else confirm_zone(route, n, eps, kind)
     if zone.any():  # the route check: a second count, then each part on its own route
-        n2 = noisy_count(_groups(sub, np.flatnonzero(zone)), CONFIRM * eps, rng)
+        n2 = noisy_count(take_groups(sub, np.flatnonzero(zone)), CONFIRM * eps, rng)
         out = np.full(sub.groups, np.nan)
         for idx, n_use, r, split in confirm_parts(route, n, zone, n2, sp, eps, kind):
             if idx.size:
-                out[idx], lo[idx], hi[idx] = mean_sum_route(_groups(sub, idx), n_use, r, split, eps, rng, params,
+                out[idx], lo[idx], hi[idx] = mean_sum_route(take_groups(sub, idx), n_use, r, split, eps, rng, params,
                                                             level, kind, checked=True)
         return out, lo, hi
     e = floor_exponent(sub, sp["bound"] * eps, rng, n)

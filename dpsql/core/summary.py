@@ -71,7 +71,7 @@ import numpy as np
 
 from ..noise import Rng
 from . import scalefree as _sf
-from .batch import Batch
+from .batch import Batch, take_groups
 from .helpers import amplified, subsample
 from .primitives import ceil_log2, noisy_count_of, propose, rank_window, window_reach
 from .ranges import K_DOWN, K_UP, iqr_lower_bound_from, random_pairs
@@ -253,11 +253,7 @@ class BatchSource:
         return self.s.sizes
 
     def _sub(self, groups: np.ndarray) -> Batch:
-        lo, hi = self.s.offsets[groups], self.s.offsets[groups + 1]
-        off = np.zeros(groups.size + 1, dtype=np.int64)
-        np.cumsum(hi - lo, out=off[1:])
-        take = np.repeat(lo - off[:-1], hi - lo) + np.arange(int(off[-1]))
-        return Batch(self.s.values[take], off)
+        return take_groups(self.s, groups)
 
     @staticmethod
     def _count(g: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -285,9 +281,7 @@ class BatchSource:
         return self._count(g[keep], bucket_of(rel[keep], shift[g[keep]]))
 
     def batch(self, groups: np.ndarray) -> Batch:  # noqa: D102
-        sub = self._sub(groups)
-        sub._sorted = sub
-        return sub
+        return self._sub(groups)
 
     def rank_counts(self, groups, e, which, thr):  # noqa: ANN001, ANN201, D102
         sub = self._sub(groups)

@@ -52,7 +52,7 @@ from .asymmetric import (
     var_bounds_of,
     var_summary,
 )
-from .batch import Batch
+from .batch import Batch, take_groups
 from .primitives import need_wide, noisy_count_of
 from .summary import announce_rows, row_parts
 
@@ -82,13 +82,7 @@ class VarBatchSource:
         return self.s.sizes
 
     def batch(self, groups: np.ndarray) -> Batch:  # noqa: D102
-        lo, hi = self.s.offsets[groups], self.s.offsets[groups + 1]
-        off = np.zeros(groups.size + 1, dtype=np.int64)
-        np.cumsum(hi - lo, out=off[1:])
-        take = np.repeat(lo - off[:-1], hi - lo) + np.arange(int(off[-1]))
-        sub = Batch(self.s.values[take], off)
-        sub._sorted = sub
-        return sub
+        return take_groups(self.s, groups)
 
     def var_summary(self, groups: np.ndarray, C: int) -> VarSummary:  # noqa: D102
         return var_summary(self.batch(groups), C)

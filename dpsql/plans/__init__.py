@@ -149,7 +149,7 @@ from ..core import ParameterError, Params, get_method, primitives, summary_mean
 from ..core import moments as core_moments
 from ..core import summary as core_summary
 from ..core import summary_var as core_var
-from ..core.batch import Batch, SortedBatch, clean
+from ..core.batch import Batch, SortedBatch, clean, take_groups
 from ..core.primitives import fixed_point_grid
 from ..core.registry import validate
 from ..core.summary_mean import RADIUS_QUERIES
@@ -810,7 +810,7 @@ class DuckSource:
         by part), else one pass of their own."""
         have = getattr(self, "_fetched", None)
         if have is not None and groups.size and np.isin(groups, have[0]).all():
-            return _take_groups(have[1], np.searchsorted(have[0], groups))
+            return take_groups(have[1], np.searchsorted(have[0], groups))
         plan = getattr(self, "_pieces", None)
         if plan is not None and groups.size:
             pieces, of, parts = plan
@@ -1222,7 +1222,7 @@ class _Piece:
         idx = np.searchsorted(self.groups, groups)
         for j in np.unique(self.part_of[idx]).tolist():
             self._sort(j)
-        return _take_groups(SortedBatch(self.values, self.offsets), idx)
+        return take_groups(SortedBatch(self.values, self.offsets), idx)
 
     def close(self) -> None:
         """Wait for the worker (the next piece's pass then runs alone)."""
@@ -1238,18 +1238,6 @@ def _group_order(g: np.ndarray, G: int) -> np.ndarray:
         return np.argsort(g if g.dtype == np.uint16 else g.astype(np.uint16), kind="stable")
     o = np.argsort((g & 0xFFFF).astype(np.uint16), kind="stable")
     return o[np.argsort((g[o] >> 16).astype(np.uint16), kind="stable")]
-
-
-def _take_groups(s: Batch, idx: np.ndarray) -> Batch:
-    """The sorted sub-batch of groups ``idx`` (ascending) of the sorted batch ``s``: a view when they are
-    consecutive."""
-    lo, hi = s.offsets[idx], s.offsets[idx + 1]
-    offsets = np.zeros(idx.size + 1, dtype=np.int64)
-    np.cumsum(hi - lo, out=offsets[1:])
-    if idx.size and idx[-1] - idx[0] == idx.size - 1:
-        return SortedBatch(s.values[lo[0]:hi[-1]], offsets)
-    take = np.repeat(lo - offsets[:-1], hi - lo) + np.arange(int(offsets[-1]))
-    return SortedBatch(s.values[take], offsets)
 
 
 def _value_range(lo: np.ndarray, hi: np.ndarray, shift: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 import pytest
-from test_plans import EXTREME, _group, _one_thread
-from test_plans_mean import _MeanReplay
+from test_plans import _one_thread
+from test_plans_mean import _MeanReplay, _table
 
 from dpsql import plans
 from dpsql.core import asymmetric as A
@@ -19,19 +19,9 @@ from dpsql.core import moments as M
 from dpsql.core import scalefree as S
 from dpsql.core import summary_mean, summary_var
 from dpsql.core.accounting import pure
-from dpsql.core.batch import DOMAIN, Batch
+from dpsql.core.batch import DOMAIN, Batch, take_groups
 from dpsql.core.registry import Params
 from dpsql.noise import Rng
-
-
-def _table(r: np.random.Generator, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    G = int(r.integers(1, 5))
-    gs, xs = [], []
-    for g in range(G):
-        n = int(r.choice(sizes))
-        gs.append(np.full(n, g))
-        xs.append(_group(r, n) if r.random() < 0.8 else r.choice(EXTREME, n))
-    return np.concatenate(gs), np.concatenate(xs)
 
 
 def _run(g: np.ndarray, x: np.ndarray, eps: float, seed: int, fn: str = "dp_var") -> tuple[list, np.ndarray]:
@@ -163,9 +153,9 @@ def _continue_var(lists: list[np.ndarray], n_hat: np.ndarray, eps: float, rng: R
     low, top = M.classes(n_hat, eps)
     v = np.zeros(len(lists))
     if low.size:
-        v[low] = A.asm_var(M._sub(s, low), n_hat[low], A.SPLIT_VAR["asm"] * eps, Params(), rng)
+        v[low] = A.asm_var(take_groups(s, low), n_hat[low], A.SPLIT_VAR["asm"] * eps, Params(), rng)
     if top.size:
-        sub = M._sub(s, top)
+        sub = take_groups(s, top)
         v[top] = M.moments(lambda e: S.run_mean(sub, pure(e), Params(), rng),
                            lambda c, e: S.run_mean(M.squares(sub, c), pure(e), Params(), rng), eps)
     return v
